@@ -1,0 +1,135 @@
+"""The task specification (``task.yaml``) and the runtime :class:`Task` handle."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from wmrl_envs.errors import TaskFormatError
+from wmrl_envs.sandbox.limits import Limits
+
+Split = Literal["train", "heldout"]
+SPLITS: tuple[str, ...] = ("train", "heldout")
+TASK_TYPES: tuple[str, ...] = (
+    "binary",
+    "multiclass",
+    "regression",
+    "text-binary",
+    "text-multiclass",
+    "text-regression",
+    "image-multiclass",
+    "timeseries-multiclass",
+)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything WMRL needs to know about a task, as written in ``task.yaml``.
+
+    Attributes:
+        id: Unique, filesystem-safe task id (``[a-z0-9_-]``).
+        name: Human-readable name.
+        suite: Suite the task belongs to (``mle``, ``dsbench`` or a user suite).
+        env_id: Gymnasium id of the environment that serves it.
+        split: ``train`` (may be trained on) or ``heldout`` (evaluation only).
+        metric: Name of a metric in :mod:`wmrl_envs.grading.metrics`; it fixes the direction.
+        task_type: One of :data:`TASK_TYPES`.
+        id_column: Column that identifies rows in test, submission and answers files.
+        target_columns: Submission columns besides the id (for class probabilities, one per class).
+        answer_columns: Columns of ``answers.csv`` besides the id (default: ``target_columns``).
+        classes: Class labels, for classification tasks (order used for probability columns).
+        limits: Sandbox limits for one run of a solution.
+        meta: Free-form metadata (source dataset, row/column counts) used as task features.
+    """
+
+    id: str
+    name: str
+    suite: str
+    env_id: str
+    split: Split
+    metric: str
+    task_type: str
+    id_column: str = "id"
+    target_columns: tuple[str, ...] = ("target",)
+    answer_columns: tuple[str, ...] = ()
+    classes: tuple[Any, ...] | None = None
+    limits: Limits = field(default_factory=Limits)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.id or not all(c.isalnum() or c in "_-." for c in self.id):
+            raise TaskFormatError(f"task id {self.id!r} must be non-empty and use only [A-Za-z0-9_.-]")
+        if self.split not in SPLITS:
+            raise TaskFormatError(f"task {self.id}: split must be one of {SPLITS}, got {self.split!r}")
+        if self.task_type not in TASK_TYPES:
+            raise TaskFormatError(f"task {self.id}: task_type must be one of {TASK_TYPES}, got {self.task_type!r}")
+        if not self.target_columns:
+            raise TaskFormatError(f"task {self.id}: target_columns must not be empty")
+        if self.id_column in self.target_columns:
+            raise TaskFormatError(f"task {self.id}: id_column {self.id_column!r} is also a target column")
+        # Normalise list-likes from YAML into tuples so specs stay hashable and frozen.
+        object.__setattr__(self, "target_columns", tuple(self.target_columns))
+        object.__setattr__(self, "answer_columns", tuple(self.answer_columns or self.target_columns))
+        if self.classes is not None:
+            object.__setattr__(self, "classes", tuple(self.classes))
+
+    @property
+    def is_heldout(self) -> bool:
+        return self.split == "heldout"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, source: str = "task.yaml") -> "TaskSpec":
+        """Validate a parsed ``task.yaml`` mapping; errors name the file and the field."""
+        if not isinstance(data, dict):
+            raise TaskFormatError(f"{source}: expected a mapping at top level, got {type(data).__name__}")
+        required = ("id", "name", "suite", "env_id", "split", "metric", "task_type")
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise TaskFormatError(f"{source}: missing required field(s) {missing}")
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise TaskFormatError(f"{source}: unknown field(s) {unknown}")
+        kwargs = dict(data)
+        try:
+            kwargs["limits"] = Limits.from_mapping(data.get("limits"))
+        except Exception as exc:  # ConfigError or TypeError from a malformed block
+            raise TaskFormatError(f"{source}: bad limits block: {exc}") from exc
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["target_columns"] = list(self.target_columns)
+        out["answer_columns"] = list(self.answer_columns)
+        out["classes"] = list(self.classes) if self.classes is not None else None
+        out["limits"] = self.limits.to_dict()
+        return out
+
+
+@dataclass(frozen=True)
+class Task:
+    """A loaded task: its spec plus where its files live.
+
+    ``private_dir`` is never handed to agent code; only ``public_dir`` is mounted in the sandbox.
+    """
+
+    spec: TaskSpec
+    root: Path
+    description_path: Path
+    public_dir: Path
+    answers_path: Path
+    leaderboard_path: Path | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def limits(self) -> Limits:
+        return self.spec.limits
+
+    @cached_property
+    def description(self) -> str:
+        return self.description_path.read_text(encoding="utf-8")
