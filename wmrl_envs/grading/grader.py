@@ -1,0 +1,381 @@
+"""Read, validate and grade submissions against a task's private answers.
+
+Conventions, each chosen so a score never depends on incidental formatting:
+
+* **Row order never matters.** A valid submission is re-ordered to the answers' row order
+  by id before any metric sees it.
+* **Ids and class labels are compared as text** after normalisation: integral numbers lose
+  their ``.0`` and text is stripped of surrounding whitespace, so ``1``, ``1.0``,
+  ``np.int64(1)`` and ``" 1"`` all match, while ``"01"`` and ``1`` do not (``"1.0"`` *as
+  text* is not rewritten either; :func:`read_submission` parses it as the number ``1.0``).
+* **Several target columns** of a ``label`` or ``value`` metric are scored column by column
+  (``answer_columns[i]`` against ``target_columns[i]``) and the mean is returned.
+* **Probability metrics**: the answers hold the true label in ``spec.answer_columns[0]``;
+  the submission holds ``P(positive)`` in its single target column (``"probability"``) or
+  one probability column per class, in class order (``"class_probabilities"``).
+* The class order is ``spec.classes`` when given, else the sorted distinct answer labels
+  (for ordinal metrics with integer labels, every integer from the smallest to the largest).
+
+An invalid submission raises :class:`InvalidSubmissionError` (it scores 0 upstream); bad
+answers or an inconsistent spec raise :class:`TaskFormatError` (the task is broken, not the agent).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
+
+from wmrl_envs.errors import InvalidSubmissionError, TaskFormatError
+from wmrl_envs.grading.metrics import Metric, get_metric
+from wmrl_envs.tasks.spec import TaskSpec
+
+MAX_SUBMISSION_BYTES = 256 * 1024 * 1024
+_PREVIEW = 5  # how many offending values an error message shows
+
+
+def read_submission(path: str | os.PathLike[str], *, max_bytes: int = MAX_SUBMISSION_BYTES) -> pd.DataFrame:
+    """Read a submission CSV; any unreadable file raises :class:`InvalidSubmissionError`."""
+    path = Path(path)
+    if not path.exists():
+        raise InvalidSubmissionError(f"submission file not found: {path}")
+    if not path.is_file():
+        raise InvalidSubmissionError(f"submission path is not a regular file: {path}")
+    size = path.stat().st_size
+    if size == 0:
+        raise InvalidSubmissionError(f"submission file is empty (0 bytes): {path}")
+    if size > max_bytes:
+        raise InvalidSubmissionError(f"submission file is too large: {size} bytes, limit {max_bytes} bytes: {path}")
+    try:
+        return pd.read_csv(path, low_memory=False)
+    except pd.errors.EmptyDataError as exc:
+        raise InvalidSubmissionError(f"submission file is empty (no header): {path}") from exc
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidSubmissionError(f"submission file is not a parseable CSV: {path}: {detail}") from exc
+
+
+def validate_submission(submission: pd.DataFrame, answers: pd.DataFrame, spec: TaskSpec) -> pd.DataFrame:
+    """Check a submission against the answers and return it aligned to the answers' rows.
+
+    The result has exactly the columns ``[spec.id_column, *spec.target_columns]``, a fresh
+    ``RangeIndex`` and row ``i`` matching ``answers.iloc[i]``; numeric prediction columns are
+    converted to ``float``. Raises :class:`InvalidSubmissionError` naming the first problem found.
+    """
+    expected = _expect(answers, spec)
+    return _align(submission, answers, spec, expected)
+
+
+def grade(submission: pd.DataFrame, answers: pd.DataFrame, spec: TaskSpec) -> float:
+    """Validate ``submission`` and score it with ``spec.metric`` (direction: the metric's)."""
+    expected = _expect(answers, spec)
+    aligned = _align(submission, answers, spec, expected)
+    return _score(aligned, answers.reset_index(drop=True), spec, expected)
+
+
+def grade_file(path: str | os.PathLike[str], answers: pd.DataFrame, spec: TaskSpec) -> float:
+    """:func:`read_submission` then :func:`grade`."""
+    return grade(read_submission(path), answers, spec)
+
+
+def perfect_submission(answers: pd.DataFrame, spec: TaskSpec) -> pd.DataFrame:
+    """The answers written in submission format (one-hot probabilities for probability metrics)."""
+    expected = _expect(answers, spec)
+    answers = answers.reset_index(drop=True)
+    columns: dict[str, Any] = {spec.id_column: answers[spec.id_column].to_numpy()}
+    kind = expected.metric.prediction
+    if kind in ("label", "value"):
+        for answer_col, target_col in zip(spec.answer_columns, spec.target_columns):
+            columns[target_col] = answers[answer_col].to_numpy()
+        return pd.DataFrame(columns)
+    label_col = spec.answer_columns[0]
+    classes = expected.classes[label_col]
+    y = _codes(answers[label_col], classes)
+    if kind == "probability":
+        columns[spec.target_columns[0]] = (y == 1).astype(float)
+    else:
+        one_hot = np.eye(len(classes))[y]
+        for j, target_col in enumerate(spec.target_columns):
+            columns[target_col] = one_hot[:, j]
+    return pd.DataFrame(columns)
+
+
+def best_possible(answers: pd.DataFrame, spec: TaskSpec) -> float:
+    """The score of the answers graded against themselves (DSBench's ``g``)."""
+    return grade(perfect_submission(answers, spec), answers, spec)
+
+
+# --- what the answers and the spec imply --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Expected:
+    """The metric and, per classification answer column, its class keys in class order."""
+
+    metric: Metric
+    classes: Mapping[str, tuple[str, ...]]
+
+
+def _expect(answers: pd.DataFrame, spec: TaskSpec) -> _Expected:
+    """Check the answers and the spec against the metric; problems are the task's fault."""
+    metric = get_metric(spec.metric)
+    _check_answers(answers, spec)
+    kind = metric.prediction
+    where = f"task {spec.id} (metric {metric.name})"
+    if kind in ("label", "value") and len(spec.answer_columns) != len(spec.target_columns):
+        raise TaskFormatError(
+            f"{where}: answer_columns {list(spec.answer_columns)} and target_columns "
+            f"{list(spec.target_columns)} must pair up one to one"
+        )
+    if kind == "value":
+        for col in spec.answer_columns:
+            numbers = pd.to_numeric(answers[col], errors="coerce")
+            if numbers.isna().any() or not np.isfinite(numbers.to_numpy(float)).all():
+                raise TaskFormatError(f"{where}: answers column {col!r} must hold finite numbers")
+            if metric.non_negative and (numbers < 0).any():
+                raise TaskFormatError(f"{where}: answers column {col!r} has negative values")
+        return _Expected(metric, {})
+
+    label_cols = spec.answer_columns if kind == "label" else spec.answer_columns[:1]
+    classes = {col: _class_keys(answers[col], spec, metric) for col in label_cols}
+    n_classes = len(classes[label_cols[0]])
+    if metric.binary and n_classes != 2:
+        raise TaskFormatError(f"{where}: needs exactly 2 classes, found {n_classes}")
+    if kind == "probability" and len(spec.target_columns) != 1:
+        raise TaskFormatError(f"{where}: expects one target column holding P(positive)")
+    if kind == "class_probabilities" and len(spec.target_columns) != n_classes:
+        raise TaskFormatError(
+            f"{where}: expects one target column per class ({n_classes}), got {len(spec.target_columns)}"
+        )
+    return _Expected(metric, classes)
+
+
+def _check_answers(answers: pd.DataFrame, spec: TaskSpec) -> None:
+    columns = [spec.id_column, *spec.answer_columns]
+    missing = [c for c in columns if c not in answers.columns]
+    if missing:
+        raise TaskFormatError(f"task {spec.id}: answers lack column(s) {missing}; they have {list(answers.columns)}")
+    if len(answers) == 0:
+        raise TaskFormatError(f"task {spec.id}: answers are empty")
+    for col in columns:
+        blank = int(_blank(answers[col]).sum())
+        if blank:
+            raise TaskFormatError(f"task {spec.id}: answers column {col!r} has {blank} missing value(s)")
+    if _keys(answers[spec.id_column]).duplicated().any():
+        raise TaskFormatError(f"task {spec.id}: answers have duplicate ids")
+
+
+def _class_keys(labels: pd.Series, spec: TaskSpec, metric: Metric) -> tuple[str, ...]:
+    """Class keys in class order for one answer column (see the module docstring)."""
+    if spec.classes is not None:
+        keys = tuple(_key(c) for c in spec.classes)
+        if len(set(keys)) != len(keys):
+            raise TaskFormatError(f"task {spec.id}: classes {list(spec.classes)} repeat a label")
+        unknown = sorted(set(_keys(labels)) - set(keys))
+        if unknown:
+            raise TaskFormatError(
+                f"task {spec.id}: answers column {labels.name!r} holds labels not in classes: {_preview(unknown)}"
+            )
+        return keys
+    if is_numeric_dtype(labels) and not is_bool_dtype(labels):
+        values = np.sort(pd.unique(labels.to_numpy()))
+        if metric.ordinal and np.all(values == np.round(values)):
+            # Quadratic weights use distances between ratings, so ratings absent from the
+            # answers must still occupy their place in the scale.
+            return tuple(str(i) for i in range(int(values[0]), int(values[-1]) + 1))
+        return tuple(_key(v) for v in values)
+    return tuple(sorted(set(_keys(labels))))
+
+
+# --- the submission -------------------------------------------------------------------------
+
+
+def _align(submission: pd.DataFrame, answers: pd.DataFrame, spec: TaskSpec, expected: _Expected) -> pd.DataFrame:
+    """Validate the submission and return its rows in the answers' order (see validate_submission)."""
+    # Headers are compared as text; a frame built in memory may have non-string labels.
+    submission = submission.set_axis([str(c) for c in submission.columns], axis=1)
+    _check_shape(submission, spec, len(answers))
+    rows = _row_order(submission[spec.id_column], answers[spec.id_column], spec.id_column)
+    aligned = submission.iloc[rows][[spec.id_column, *spec.target_columns]].reset_index(drop=True)
+
+    metric = expected.metric
+    for answer_col, target_col in zip(_answer_columns_for_targets(spec, metric), spec.target_columns):
+        values = aligned[target_col]
+        blank = int(_blank(values).sum())
+        if blank:
+            raise InvalidSubmissionError(
+                f"column {target_col!r} has {blank} missing/empty value(s) (NaN or blank); every row needs a prediction"
+            )
+        if metric.prediction == "label":
+            _check_labels(target_col, values, expected.classes[answer_col])
+        else:
+            aligned[target_col] = _check_numbers(target_col, values, metric)
+    return aligned
+
+
+def _check_shape(submission: pd.DataFrame, spec: TaskSpec, n: int) -> None:
+    """Emptiness, exact column set and row count."""
+    expected_columns = [spec.id_column, *spec.target_columns]
+    if submission.shape[0] == 0 or submission.shape[1] == 0:
+        raise InvalidSubmissionError(
+            f"submission is empty: expected {n} rows with columns {expected_columns}, got shape {submission.shape}"
+        )
+    columns = list(submission.columns)
+    repeated = sorted(c for c, count in Counter(columns).items() if count > 1)
+    if repeated:
+        raise InvalidSubmissionError(f"duplicate column name(s) {repeated}")
+    if spec.id_column not in columns:
+        raise InvalidSubmissionError(f"missing id column {spec.id_column!r}; submission columns are {columns}")
+    missing = [c for c in spec.target_columns if c not in columns]
+    if missing:
+        raise InvalidSubmissionError(f"missing target column(s) {missing}; expected columns {expected_columns}")
+    extra = [c for c in columns if c not in expected_columns]
+    if extra:
+        hint = " (was the DataFrame index written? use index=False)" if any(c.startswith("Unnamed") for c in extra) else ""
+        raise InvalidSubmissionError(f"unexpected extra column(s) {extra}; expected exactly {expected_columns}{hint}")
+    if len(submission) != n:
+        raise InvalidSubmissionError(f"wrong row count: expected {n} rows, got {len(submission)}")
+
+
+def _row_order(ids: pd.Series, answer_ids: pd.Series, id_column: str) -> np.ndarray:
+    """Positions in the submission of each answer id, in the answers' order."""
+    blank = int(_blank(ids).sum())
+    if blank:
+        raise InvalidSubmissionError(f"id column {id_column!r} has {blank} missing/empty value(s)")
+    keys = _keys(ids)
+    repeats = keys[keys.duplicated()]
+    if len(repeats):
+        raise InvalidSubmissionError(
+            f"duplicate id(s) in column {id_column!r}: {_preview(repeats.unique())} ({len(repeats)} extra row(s))"
+        )
+    answer_keys = _keys(answer_ids)
+    rows = pd.Index(keys).get_indexer(answer_keys)
+    if (rows < 0).any():
+        absent = answer_keys[rows < 0]
+        unexpected = keys[~keys.isin(set(answer_keys))]
+        raise InvalidSubmissionError(
+            f"ids do not match the answers: {len(absent)} missing (e.g. {_preview(absent)}), "
+            f"{len(unexpected)} unexpected (e.g. {_preview(unexpected)}); "
+            "ids are compared as text, so 1, 1.0 and '1' match"
+        )
+    return rows
+
+
+def _answer_columns_for_targets(spec: TaskSpec, metric: Metric) -> tuple[str, ...]:
+    """The answer column each target column is checked against (the label column for probabilities)."""
+    if metric.prediction in ("label", "value"):
+        return spec.answer_columns
+    return (spec.answer_columns[0],) * len(spec.target_columns)
+
+
+def _check_labels(column: str, values: pd.Series, classes: tuple[str, ...]) -> None:
+    keys = _keys(values)
+    unknown = keys[~keys.isin(set(classes))]
+    if len(unknown):
+        raise InvalidSubmissionError(
+            f"column {column!r} has {len(unknown)} unknown class label(s), e.g. {_preview(unknown.unique())}; "
+            f"expected one of {_preview(classes, 20)}"
+        )
+
+
+def _check_numbers(column: str, values: pd.Series, metric: Metric) -> pd.Series:
+    numbers = pd.to_numeric(values, errors="coerce")
+    bad = numbers.isna()
+    if bad.any():
+        raise InvalidSubmissionError(
+            f"column {column!r} has {int(bad.sum())} non-numeric value(s), e.g. {_preview(values[bad].unique())}"
+        )
+    numbers = numbers.astype(float)
+    infinite = np.isinf(numbers)
+    if infinite.any():
+        raise InvalidSubmissionError(f"column {column!r} has {int(infinite.sum())} infinite value(s)")
+    if metric.prediction in ("probability", "class_probabilities"):
+        outside = (numbers < 0) | (numbers > 1)
+        if outside.any():
+            raise InvalidSubmissionError(
+                f"column {column!r} has {int(outside.sum())} probabilities outside [0, 1], "
+                f"e.g. {_preview(numbers[outside].tolist())}"
+            )
+    if metric.non_negative:
+        negative = numbers < 0
+        if negative.any():
+            raise InvalidSubmissionError(
+                f"column {column!r} has {int(negative.sum())} negative prediction(s), "
+                f"e.g. {_preview(numbers[negative].tolist())}; {metric.name} needs predictions >= 0"
+            )
+    return numbers
+
+
+# --- scoring --------------------------------------------------------------------------------
+
+
+def _score(aligned: pd.DataFrame, answers: pd.DataFrame, spec: TaskSpec, expected: _Expected) -> float:
+    metric = expected.metric
+    pairs = zip(spec.answer_columns, spec.target_columns)
+    if metric.prediction == "value":
+        return float(np.mean([
+            metric(pd.to_numeric(answers[a]).to_numpy(float), aligned[t].to_numpy(float)) for a, t in pairs
+        ]))
+    if metric.prediction == "label":
+        scores = []
+        for answer_col, target_col in pairs:
+            classes = expected.classes[answer_col]
+            y_true, y_pred = _codes(answers[answer_col], classes), _codes(aligned[target_col], classes)
+            scores.append(metric(y_true, y_pred, len(classes)))
+        return float(np.mean(scores))
+    label_col = spec.answer_columns[0]
+    classes = expected.classes[label_col]
+    y_true = _codes(answers[label_col], classes)
+    if metric.prediction == "probability":
+        y_pred = aligned[spec.target_columns[0]].to_numpy(float)
+    else:
+        y_pred = aligned[list(spec.target_columns)].to_numpy(float)
+    return metric(y_true, y_pred, len(classes))
+
+
+# --- small helpers --------------------------------------------------------------------------
+
+
+def _key(value: object) -> str:
+    """Canonical text of one id or label: ``1``, ``1.0``, ``np.int64(1)`` and ``" 1"`` give ``"1"``."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def _keys(values: pd.Series) -> pd.Series:
+    if is_integer_dtype(values) and not is_bool_dtype(values):
+        # Fast path for the usual integer ids: same text as _key, without a Python loop.
+        return pd.Series(values.to_numpy().astype(str), index=values.index, dtype=object)
+    return pd.Series([_key(v) for v in values], index=values.index, dtype=object)
+
+
+def _codes(labels: pd.Series, classes: tuple[str, ...]) -> np.ndarray:
+    """Integer class codes (positions in ``classes``); labels were checked to be known."""
+    position = {key: i for i, key in enumerate(classes)}
+    return np.array([position[_key(v)] for v in labels], dtype=int)
+
+
+def _blank(values: pd.Series) -> pd.Series:
+    """NaN/None, or text that is empty after stripping."""
+    missing = values.isna()
+    if is_numeric_dtype(values):
+        return missing
+    return missing | values.map(lambda v: isinstance(v, str) and not v.strip()).astype(bool)
+
+
+def _preview(values: Iterable[Any], limit: int = _PREVIEW) -> str:
+    items = list(values)
+    shown = [v.item() if isinstance(v, np.generic) else v for v in items[:limit]]
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return f"{shown}{more}"
