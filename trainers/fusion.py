@@ -37,6 +37,13 @@ from the calibrated score ``r + e``; calibration removes the bias, so ``E[e] = 0
    ``η̂²_t/η̂²_cal`` afterwards. Measuring the ratio replaces that fixed 2 with the value the
    gradients actually show.
 
+   On the same anchor rollouts scored both ways, ``g_i = A_i s_i`` (real) and
+   ``g̃_i = Ã_i s_i`` (calibrated world model), :func:`stream_variances` gives
+   ``v_A = tr Cov(g)`` and ``v_W = v_A + mean‖g̃_i − g_i‖²``: the world-model stream's
+   per-sample spread *around the real gradient*. Comparing ``tr Cov(g̃)`` with ``tr Cov(g)``
+   instead would see nothing under std-normalised advantages, where both rows have unit scale
+   and the noise only turns the signal (the caveat in step 1).
+
 4. Training. Each step uses the current residual: ``w_A = clip(1 + c·η̂²_t, 1, w_max)``
    (:func:`anchor_weight`). The floor 1 keeps anchors at least as trusted as world-model
    samples. The cap ``w_max`` bounds the harm of an overestimated ``η̂²_t`` (the residual is
@@ -103,6 +110,20 @@ def per_sample_grad_variance(per_sample_grads: torch.Tensor) -> float:
         raise ValueError(f"need [N, P] gradients with N >= 2, got shape {tuple(per_sample_grads.shape)}")
     g = per_sample_grads.detach().to(torch.float64)
     return float((g - g.mean(dim=0)).square().sum() / (g.shape[0] - 1))
+
+
+def stream_variances(real_grads: torch.Tensor, wm_grads: torch.Tensor) -> tuple[float, float]:
+    """Per-sample variances ``(v_A, v_W)`` of the two streams on the same rollouts (step 3).
+
+    ``real_grads[i] = A_i s_i`` with the real advantage, ``wm_grads[i] = Ã_i s_i`` with the
+    calibrated world-model advantage, both ``[N, P]``. ``v_W`` adds the world-model rows' mean
+    squared error against the real rows to ``v_A``.
+    """
+    if real_grads.shape != wm_grads.shape:
+        raise ValueError(f"real_grads {tuple(real_grads.shape)} and wm_grads {tuple(wm_grads.shape)} differ")
+    v_a = per_sample_grad_variance(real_grads)
+    err = (wm_grads.double() - real_grads.double()).pow(2).sum(dim=1).mean().item()
+    return v_a, v_a + float(err)
 
 
 def estimate_c(anchor_grad_var: float, wm_grad_var: float, eta2_cal: float) -> float:

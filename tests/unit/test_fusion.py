@@ -175,3 +175,23 @@ def test_fusion_config_defaults_and_validation() -> None:
     for bad in ({"w_max": 0.5}, {"w_max": math.inf}, {"c": -1.0}, {"c": math.nan}, {"enabled": "yes"}):
         with pytest.raises(ConfigError):
             FusionConfig(**bad)
+
+
+def test_stream_variances_see_world_model_noise_under_std_normalised_advantages():
+    """Unit-scale advantages hide noise from a plain spread comparison; the error term sees it."""
+    from trainers.fusion import stream_variances
+    from trainers.grpo import group_advantages
+
+    gen = torch.Generator().manual_seed(0)
+    groups = torch.arange(64).repeat_interleave(8)
+    real = torch.rand(512, generator=gen)
+    scores = torch.randn(512, 16, generator=gen)
+    ratios = []
+    for eta in (0.0, 0.1, 0.3):
+        noisy = real + eta * torch.randn(512, generator=gen)
+        a_real = group_advantages(real, groups.tolist())
+        a_wm = group_advantages(noisy, groups.tolist())
+        v_a, v_w = stream_variances(a_real[:, None] * scores, a_wm[:, None] * scores)
+        ratios.append(v_w / v_a)
+    assert ratios[0] == pytest.approx(1.0)
+    assert ratios[0] < ratios[1] < ratios[2]

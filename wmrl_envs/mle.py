@@ -1,0 +1,215 @@
+"""``wmrl/MLEDojo-v0``: an ML-engineering agent solves Kaggle-style tasks in text.
+
+One episode is one task. The observation is text (the task prompt, then feedback); the
+action is the agent's response, which holds one fenced Python block. The block runs in a
+sandbox (or is scored by a world model, depending on ``reward``) and the feedback reports
+its output and, on train tasks only, its test score and leaderboard position.
+
+Reward: 0 on intermediate turns; on the last turn, the score of the episode's **last valid
+submission** (its leaderboard position score). Repeated submissions never add up, and on
+held-out tasks the test score is never shown during the episode: it is only the final reward.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from wmrl_envs.errors import ConfigError
+from wmrl_envs.rewards import RealReward, RewardSource, ScoreResult, extract_code
+from wmrl_envs.tasks.spec import Task
+
+#: Printable ASCII plus whitespace. Feedback is sanitised into it so observations always lie
+#: in the observation space, whatever bytes agent code prints.
+CHARSET = frozenset(string.printable)
+MAX_OBS_CHARS = 64_000
+MAX_ACTION_CHARS = 64_000
+FEEDBACK_TAIL_CHARS = 2_000
+
+REWARD_MODES = ("real", "world_model", "fused")
+
+RESPONSE_FORMAT = """\
+Respond with a short analysis, then exactly one fenced Python block (```python ... ```) holding a
+complete script. The script runs with the task files under `data/` in its working directory and
+must write `submission.csv` to the working directory. It has no internet access."""
+
+
+def sanitize(text: str, limit: int) -> str:
+    """Map text into :data:`CHARSET` and keep its tail within ``limit`` characters."""
+    clean = "".join(c if c in CHARSET else "?" for c in text)
+    return clean if len(clean) <= limit else "...[truncated]...\n" + clean[-(limit - 20):]
+
+
+class MLEDojoEnv(gym.Env):
+    """Text environment over a suite of ML-engineering tasks.
+
+    Args:
+        reward: ``"real"`` (sandboxed execution), ``"world_model"`` or ``"fused"``.
+        split: Which tasks :meth:`reset` samples from when no ``task_id`` is given.
+        task_ids: Restrict the pool to these ids (overrides ``split``).
+        max_turns: Responses per episode; the last one's outcome is final.
+        executor: Sandbox backend name for real execution (``"bwrap"`` by default).
+        reward_source: A ready :class:`~wmrl_envs.rewards.RewardSource` (advanced; overrides
+            ``reward`` and ``executor``), e.g. one shared by many envs.
+        render_mode: ``None`` or ``"ansi"``.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+    suite = "mle"
+    env_id = "wmrl/MLEDojo-v0"
+
+    def __init__(
+        self,
+        reward: str = "real",
+        split: str = "train",
+        task_ids: Sequence[str] | None = None,
+        max_turns: int = 1,
+        executor: str = "bwrap",
+        reward_source: RewardSource | None = None,
+        render_mode: str | None = None,
+        **reward_kwargs: Any,
+    ) -> None:
+        if reward not in REWARD_MODES:
+            raise ConfigError(f"reward must be one of {REWARD_MODES}, got {reward!r}")
+        if max_turns < 1:
+            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.reward_mode = reward
+        self.split = split
+        self.max_turns = max_turns
+        self.render_mode = render_mode
+        self.task_ids = list(task_ids) if task_ids is not None else self._default_task_ids(split)
+        if not self.task_ids:
+            raise ConfigError(f"no {self.suite} tasks found for split={split!r}")
+        self.reward_source = reward_source or self._make_reward_source(reward, executor, **reward_kwargs)
+        self.observation_space = spaces.Text(max_length=MAX_OBS_CHARS, min_length=0, charset=CHARSET)
+        self.action_space = spaces.Text(max_length=MAX_ACTION_CHARS, min_length=0, charset=CHARSET)
+        self._task: Task | None = None
+        self._group_id: Any = None
+        self._turn = 0
+        self._final: ScoreResult | None = None
+        self._last_obs = ""
+
+    # ----------------------------------------------------------------- construction
+    def _default_task_ids(self, split: str) -> list[str]:
+        from wmrl_envs.tasks import list_tasks
+
+        return [t.id for t in list_tasks(suite=self.suite, split=split)]
+
+    def _make_reward_source(self, reward: str, executor: str, **kwargs: Any) -> RewardSource:
+        if reward == "real":
+            return RealReward(executor=executor, **kwargs)
+        from wmrl_envs import world_rewards  # lazy: world models pull in heavier dependencies
+
+        return world_rewards.make_reward_source(reward, executor=executor, **kwargs)
+
+    def _load_task(self, task_id: str) -> Task:
+        from wmrl_envs.tasks import get_task
+
+        return get_task(task_id)
+
+    # ----------------------------------------------------------------- gymnasium API
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        task_id = options.get("task_id")
+        if task_id is None:
+            task_id = self.task_ids[int(self.np_random.integers(len(self.task_ids)))]
+        self._task = self._load_task(task_id)
+        # Every episode belongs to a group; without one, draw it so fused rewards still mix streams.
+        self._group_id = options.get("group_id")
+        if self._group_id is None:
+            self._group_id = int(self.np_random.integers(2**62))
+        self._turn = 0
+        self._final = None
+        self._last_obs = sanitize(self.prompt(self._task), MAX_OBS_CHARS)
+        return self._last_obs, {"task_id": task_id, "group_id": self._group_id, "split": self._task.spec.split}
+
+    def step(self, action: str):
+        if self._task is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self._turn >= self.max_turns:
+            raise gym.error.ResetNeeded("the episode has ended; call reset()")
+        self._turn += 1
+        result = self.reward_source.score_group(self._task, [extract_code(str(action))], group_id=self._group_id)[0]
+        if result.valid:
+            self._final = result
+        terminated = self._turn >= self.max_turns
+        final = self._final
+        reward = float(final.score) if terminated and final is not None else 0.0
+        self._last_obs = sanitize(self.feedback(result, terminated), MAX_OBS_CHARS)
+        info = self._info(result, final if terminated else None)
+        if self._task.spec.is_heldout and not terminated:
+            # The trainer-facing info must not leak a held-out test score mid-episode either.
+            info.update(score=None, raw_score=None, real_score=None, leaderboard={})
+        return self._last_obs, reward, terminated, False, info
+
+    def render(self) -> str | None:
+        return self._last_obs if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        close = getattr(self.reward_source, "close", None)
+        if close is not None:
+            close()
+
+    # ----------------------------------------------------------------- text
+    def prompt(self, task: Task) -> str:
+        turns = f"You have {self.max_turns} attempt(s); the last valid submission counts."
+        return f"# Task: {task.spec.name}\n\n{task.description.strip()}\n\n## Response format\n{RESPONSE_FORMAT}\n{turns}\n"
+
+    def feedback(self, result: ScoreResult, terminated: bool) -> str:
+        """Feedback for one turn. Held-out tasks never reveal their test score."""
+        parts = [f"## Attempt {self._turn}/{self.max_turns}"]
+        if result.stdout.strip():
+            parts.append("stdout (tail):\n" + result.stdout[-FEEDBACK_TAIL_CHARS:])
+        if result.infra_failure:
+            parts.append(f"The run could not be evaluated ({result.error}). This attempt is not scored.")
+        elif not result.valid:
+            if result.stderr.strip():
+                parts.append("stderr (tail):\n" + result.stderr[-FEEDBACK_TAIL_CHARS:])
+            parts.append(f"Result: {result.error}")
+        elif self._task.spec.is_heldout:
+            parts.append("Result: the submission is valid. Test scores are hidden on held-out tasks.")
+        else:
+            parts.append(self._score_line(result))
+        if terminated:
+            parts.append("The episode is over.")
+        return "\n\n".join(parts) + "\n"
+
+    def _score_line(self, result: ScoreResult) -> str:
+        spec = self._task.spec
+        board = result.leaderboard
+        line = f"Result: valid submission. Test {spec.metric} = {result.raw_score:.6g}"
+        if "position" in board:
+            line += f"; leaderboard position {board['position']}/{board['n']} (position score {board['position_score']:.3f})"
+        if "rpg" in board:
+            line += f"; relative performance gap {board['rpg']:.3f}"
+        if result.stream != "real":
+            line += f" [{'world-model estimate' if result.stream == 'world_model' else 'executed anchor'}]"
+        return line + "."
+
+    def _info(self, result: ScoreResult, final: ScoreResult | None) -> dict[str, Any]:
+        return {
+            "task_id": result.task_id,
+            "group_id": self._group_id,
+            "turn": self._turn,
+            "stream": result.stream,
+            "score": result.score,
+            "raw_score": result.raw_score,
+            "real_score": result.real_score,
+            "wm_score_raw": result.wm_score_raw,
+            "wm_score_calibrated": result.wm_score_calibrated,
+            "valid": result.valid,
+            "error": result.error,
+            "infra_failure": result.infra_failure,
+            "status": result.status,
+            "cost": dict(result.cost),
+            "fusion_weight": result.fusion_weight,
+            "leaderboard": dict(result.leaderboard),
+            "final_score": None if final is None else final.score,
+        }
