@@ -25,6 +25,7 @@ class WMRLConfig:
 
     mode: str = field(default="wmrl", metadata={"help": f"one of {MODES}"})
     env_id: str = field(default="wmrl/MLEDojo-v0", metadata={"help": "environment family to train on"})
+    policy: str = field(default="grammar", metadata={"help": "policy family: 'grammar' (CPU default) or 'lm'"})
     split: str = field(default="train", metadata={"help": "task split sampled for training"})
     task_ids: tuple[str, ...] | None = field(default=None, metadata={"help": "restrict training to these tasks"})
     steps: int = field(default=30, metadata={"help": "optimiser steps (one batch of groups each)"})

@@ -67,12 +67,24 @@ class WorldModelReward:
         self.calibrate = calibrate
         self.calibrator_key = calibrator_key or f"mle/{self.world_model_name}"
         self._calibrator = calibrator
+        self._own_calibrator = calibrator is not None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         if isinstance(self._world_model_spec, str):
             state["_world_model"] = None  # rebuilt lazily; model weights do not travel
+        # The shared calibrator is re-fetched in the new process; an own one travels as its state.
+        calibrator = state.pop("_calibrator")
+        state["_calibrator_state"] = calibrator.state_dict() if calibrator and self._own_calibrator else None
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        calibrator_state = state.pop("_calibrator_state")
+        self.__dict__.update(state)
+        self._calibrator = None
+        if calibrator_state is not None:
+            self._calibrator = Calibrator()
+            self._calibrator.load_state_dict(calibrator_state)
 
     @property
     def world_model_name(self) -> str:

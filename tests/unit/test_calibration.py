@@ -1,0 +1,340 @@
+"""Calibrator tests on synthetic anchors with a planted world-model bias.
+
+The true quality ``s`` is uniform on [0.2, 0.8]. The real score is ``s`` plus Gaussian noise
+of standard deviation ``SIGMA`` (at least 5 sigma from the ends of [0, 1], so it never
+leaves range). The world model sees ``s`` only through a planted distortion.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+from wmrl_envs.calibration import AuditReport, Calibrator, CalibratorConfig, _discordant_rate
+from wmrl_envs.errors import ConfigError
+
+SIGMA = 0.04
+NOISE_FLOOR = SIGMA * math.sqrt(2 / math.pi)  # E|noise|: the best possible MAE
+Distortion = Callable[[np.ndarray], np.ndarray]
+
+
+def cubic(s: np.ndarray) -> np.ndarray:
+    return 0.6 * s**3 + 0.1
+
+
+def logistic(s: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-12 * (s - 0.5)))
+
+
+def draw(rng: np.random.Generator, n: int,
+         phi: Distortion = cubic) -> tuple[np.ndarray, np.ndarray]:
+    """(world-model scores, real scores) for n fresh candidates."""
+    s = rng.uniform(0.2, 0.8, n)
+    return phi(s), s + rng.normal(0.0, SIGMA, n)
+
+
+def fitted(n: int, seed: int = 0, phi: Distortion = cubic, **config: Any) -> Calibrator:
+    calibrator = Calibrator(CalibratorConfig(seed=seed, **config))
+    calibrator.add_pairs(*draw(np.random.default_rng(seed), n, phi))
+    return calibrator
+
+
+def test_calibrated_mae_falls_to_the_noise_floor() -> None:
+    counts = [10, 30, 100, 300, 1000]
+    curves = []
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        wm_test, real_test = draw(rng, 4000)
+        calibrator = Calibrator(CalibratorConfig(min_pairs_global=5, min_pairs_per_task=5,
+                                                 seed=seed))
+        curve, added = [], 0
+        for n in counts:
+            calibrator.add_pairs(*draw(rng, n - added))
+            added = n
+            curve.append(np.mean(np.abs(calibrator.calibrate(wm_test) - real_test)))
+        curves.append(curve)
+    mae = np.mean(curves, axis=0)
+    raw_mae = np.mean(np.abs(wm_test - real_test))
+    # Measured: about 0.064, 0.038, 0.035, 0.033, 0.033 (floor 0.032), raw 0.30.
+    assert np.all(np.diff(mae) < 0), mae
+    assert mae[-1] < 1.15 * NOISE_FLOOR, (mae, NOISE_FLOOR)
+    assert mae[-1] < raw_mae / 5
+
+
+def test_eta2_approaches_sigma2_and_is_not_optimistic() -> None:
+    assert fitted(3000).eta2 == pytest.approx(SIGMA**2, rel=0.15)
+    # With 100 pairs, in-sample isotonic residuals are optimistic; cross-fitted ones track
+    # the true mean squared error on fresh scores.
+    rows = []
+    for seed in range(10):
+        calibrator = fitted(100, seed=seed)
+        wm_test, real_test = draw(np.random.default_rng(1000 + seed), 4000)
+        test_mse = np.mean((calibrator.calibrate(wm_test) - real_test) ** 2)
+        rows.append((calibrator.eta2, calibrator.eta2_in_sample, test_mse))
+    eta2, in_sample, test_mse = np.mean(rows, axis=0)
+    # Measured: eta2 1.24, in-sample 0.59, fresh-score MSE 1.17, in units of sigma^2.
+    assert in_sample < 0.8 * test_mse
+    assert 0.85 * test_mse < eta2 < 1.25 * test_mse
+    assert all(cross >= inside for cross, inside, _ in rows)
+
+
+def test_eta2_is_defined_from_the_first_pairs() -> None:
+    # Any hold-out pattern must leave every cross-fitting fold something to train on.
+    for seed in range(40):
+        calibrator = Calibrator(CalibratorConfig(min_pairs_global=2, min_pairs_per_task=2,
+                                                 holdout_fraction=0.5, cv_folds=2, seed=seed))
+        for wm, real in zip(*draw(np.random.default_rng(seed), 8)):
+            calibrator.add_pairs([wm], [real], "t")
+            fitted_pairs = calibrator.n_pairs - calibrator.audit().n_holdout
+            assert math.isfinite(calibrator.eta2) or fitted_pairs == 0
+
+
+def test_eta2_window_tracks_recent_pairs() -> None:
+    recent, everything = Calibrator(CalibratorConfig(eta2_window=200)), Calibrator()
+    rng = np.random.default_rng(0)
+    good = draw(rng, 1000)
+    # Then the world model breaks: its scores stop tracking quality.
+    broken = rng.uniform(0.1, 0.4, 300), rng.uniform(0.2, 0.8, 300)
+    for calibrator in (recent, everything):
+        calibrator.add_pairs(*good)
+        calibrator.add_pairs(*broken)
+    assert recent.eta2 > 2 * everything.eta2
+
+
+@pytest.mark.parametrize("phi", [cubic, logistic])
+def test_audit_passes_a_monotone_bias(phi: Distortion) -> None:
+    report = fitted(1000, phi=phi).audit()
+    assert report.monotone_ok, report.reasons
+    assert report.reasons == []
+    assert report.spearman_rho > 0.9
+    assert report.cv_calibration_mae < report.mae_raw / 3
+
+
+def _audit_of(real_of_s: Distortion, n: int = 1000) -> AuditReport:
+    """Audit a world model that reports ``s`` itself when the real score is ``real_of_s(s)``."""
+    rng = np.random.default_rng(0)
+    s = rng.uniform(0.2, 0.8, n)
+    calibrator = Calibrator()
+    calibrator.add_pairs(s, np.clip(real_of_s(s) + rng.normal(0, SIGMA, n), 0, 1))
+    return calibrator.audit()
+
+
+def test_audit_flags_a_sine_shaped_bias() -> None:
+    report = _audit_of(lambda s: 0.5 + 0.3 * np.sin(2 * np.pi * s))
+    assert not report.monotone_ok
+    assert any("Spearman" in reason for reason in report.reasons)
+    assert any("discordant" in reason for reason in report.reasons)
+
+
+def test_audit_flags_a_local_reversal_that_rank_statistics_miss() -> None:
+    # The world model ranks the top 30% of the range backwards.
+    report = _audit_of(lambda s: np.where(s < 0.62, s, 1.24 - s))
+    assert report.spearman_rho > 0.7  # the global rank checks pass ...
+    assert not report.monotone_ok  # ... the challenger does not
+    assert len(report.reasons) == 1 and "non-monotone fit" in report.reasons[0]
+
+
+def test_audit_flags_a_task_ranked_the_wrong_way() -> None:
+    rng = np.random.default_rng(0)
+    n = 1200
+    s = rng.uniform(0.2, 0.8, n)
+    tasks = rng.choice(["a", "b", "flipped"], n)
+    calibrator = Calibrator(CalibratorConfig(holdout_fraction=0.2))
+    calibrator.add_pairs(np.where(tasks == "flipped", 1 - s, s), s + rng.normal(0, SIGMA, n),
+                         tasks.tolist())
+    report = calibrator.audit()
+    assert set(report.task_spearman) == {"a", "b", "flipped"}
+    assert report.task_spearman["flipped"] < 0
+    assert report.task_spearman["a"] > 0.9 and report.task_spearman["b"] > 0.9
+    assert not report.monotone_ok
+    assert any("'flipped'" in reason for reason in report.reasons)
+    assert not any("'a'" in reason or "'b'" in reason for reason in report.reasons)
+
+
+def test_rank_checks_wait_for_held_back_pairs_but_the_challenger_does_not() -> None:
+    reversed_model = fitted(40, phi=lambda s: 1 - s).audit()
+    assert reversed_model.n_holdout < 20
+    assert math.isnan(reversed_model.spearman_rho)
+    assert math.isnan(reversed_model.discordant_pair_rate)
+    assert [r for r in reversed_model.reasons if "non-monotone fit" in r]
+    for n in (20, 25, 30, 40):  # the challenger starts without false alarms
+        assert fitted(n, phi=cubic).audit().monotone_ok
+
+
+def test_discordant_rate_matches_brute_force_with_ties() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 6, 80).astype(float)
+    y = x + rng.integers(-3, 4, 80)
+    concordant = discordant = 0
+    for i, j in itertools.combinations(range(x.size), 2):
+        sign = np.sign(x[i] - x[j]) * np.sign(y[i] - y[j])
+        concordant += sign > 0
+        discordant += sign < 0
+    assert _discordant_rate(x, y) == pytest.approx(discordant / (concordant + discordant))
+    assert math.isnan(_discordant_rate(np.ones(5), np.arange(5.0)))
+
+
+def test_per_task_map_needs_enough_pairs_else_global() -> None:
+    rng = np.random.default_rng(0)
+    config = CalibratorConfig(min_pairs_global=20, min_pairs_per_task=100)
+    calibrator = Calibrator(config)
+    s_big = rng.uniform(0.2, 0.8, 600)  # plenty of pairs, distortion s**2
+    calibrator.add_pairs(s_big**2, s_big + rng.normal(0, SIGMA, 600), "big")
+    s_pool = rng.uniform(0.2, 0.8, 600)  # untasked pool, distortion sqrt(s)
+    calibrator.add_pairs(np.sqrt(s_pool), s_pool + rng.normal(0, SIGMA, 600))
+    s_small = rng.uniform(0.2, 0.8, 30)  # too few pairs for a map of its own
+    calibrator.add_pairs(s_small**2, s_small + rng.normal(0, SIGMA, 30), ["small"] * 30)
+
+    s = np.linspace(0.25, 0.75, 50)
+    wm = s**2
+    own = calibrator.calibrate(wm, "big")
+    pooled = calibrator.calibrate(wm)
+    assert np.mean(np.abs(own - s)) < 0.02  # inverts this task's distortion
+    assert np.mean(np.abs(pooled - s)) > 0.05  # the pooled map cannot
+    np.testing.assert_array_equal(calibrator.calibrate(wm, "small"), pooled)
+    np.testing.assert_array_equal(calibrator.calibrate(wm, "never-seen"), pooled)
+    mixed = calibrator.calibrate(np.concatenate([wm, wm]), ["big"] * 50 + [None] * 50)
+    np.testing.assert_array_equal(mixed, np.concatenate([own, pooled]))
+
+
+def test_identity_clipped_before_min_pairs() -> None:
+    calibrator = Calibrator(CalibratorConfig(min_pairs_global=20, min_pairs_per_task=20))
+    wm = np.array([-3.0, 0.0, 0.37, 1.0, 7.5])
+    np.testing.assert_array_equal(calibrator.calibrate(wm), [0.0, 0.0, 0.37, 1.0, 1.0])
+    calibrator.add_pairs(*draw(np.random.default_rng(0), 10))
+    np.testing.assert_array_equal(calibrator.calibrate(wm), [0.0, 0.0, 0.37, 1.0, 1.0])
+    assert math.isnan(Calibrator().eta2)
+
+
+@pytest.mark.parametrize("score_range", [(0.0, 1.0), (-1.0, 2.0)])
+def test_out_of_range_scores_clip_and_never_nan(score_range: tuple[float, float]) -> None:
+    calibrator = fitted(500, score_range=score_range)
+    lo, hi = score_range
+    wm = np.array([-1e9, -5.0, -0.01, 0.0, 0.2, 0.5, 1.0, 1.01, 5.0, 1e9])
+    out = calibrator.calibrate(wm)
+    assert np.all(np.isfinite(out))
+    assert np.all((out >= lo) & (out <= hi))
+    # Below/above the anchors' range the map holds its end values.
+    assert out[0] == out[1] == out[2] <= out[4] <= out[6] <= out[7] == out[8] == out[9]
+    assert out[0] == pytest.approx(0.2, abs=0.1) and out[-1] == pytest.approx(0.8, abs=0.1)
+
+
+def test_json_round_trip_gives_identical_outputs() -> None:
+    rng = np.random.default_rng(0)
+    config = CalibratorConfig(min_pairs_global=10, min_pairs_per_task=40, seed=7)
+    calibrator = Calibrator(config)
+    for step in range(6):
+        wm, real = draw(rng, 50)
+        calibrator.add_pairs(wm, real, ["a", "b"][step % 2])
+    calibrator.add_pairs(*draw(rng, 40))
+
+    restored = Calibrator.from_json(json.loads(json.dumps(calibrator.to_json())))
+    assert restored.config == config
+    grid = np.linspace(-0.5, 1.5, 401)
+    for task in [None, "a", "b", "unknown"]:
+        np.testing.assert_array_equal(restored.calibrate(grid, task),
+                                      calibrator.calibrate(grid, task))
+    assert restored.eta2 == calibrator.eta2
+    assert restored.audit() == calibrator.audit()
+    # A restarted run keeps going in lockstep: same hold-out flags, same maps.
+    more = draw(rng, 100)
+    calibrator.add_pairs(*more, "a")
+    restored.add_pairs(*more, "a")
+    np.testing.assert_array_equal(restored.calibrate(grid, "a"), calibrator.calibrate(grid, "a"))
+    assert restored.state_dict() == calibrator.state_dict()
+
+
+def test_holdout_is_deterministic_and_about_the_configured_share() -> None:
+    one_batch = fitted(2000, holdout_fraction=0.2)
+    in_batches = Calibrator(one_batch.config)
+    wm, real = draw(np.random.default_rng(0), 2000)
+    for chunk in np.array_split(np.arange(2000), 13):
+        in_batches.add_pairs(wm[chunk], real[chunk])
+    assert in_batches.audit().n_holdout == one_batch.audit().n_holdout
+    assert 0.17 < one_batch.audit().n_holdout / 2000 < 0.23
+
+
+def test_metrics_use_calibration_namespace() -> None:
+    metrics = fitted(500).metrics()
+    assert {"calibration/eta2", "calibration/n_pairs", "calibration/spearman",
+            "calibration/discordant_rate", "calibration/mae_raw",
+            "calibration/mae_calibrated"} <= set(metrics)
+    assert metrics["calibration/n_pairs"] == 500
+    assert all(isinstance(value, float) and math.isfinite(value) for value in metrics.values())
+    assert metrics["calibration/mae_calibrated"] < metrics["calibration/mae_raw"]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_scores_raise_config_error(bad: float) -> None:
+    calibrator = fitted(100)
+    with pytest.raises(ConfigError, match="wm_scores must be finite; index 1"):
+        calibrator.add_pairs([0.3, bad], [0.2, 0.4])
+    with pytest.raises(ConfigError, match="real_scores must be finite"):
+        calibrator.add_pairs([0.3, 0.4], [bad, 0.4])
+    with pytest.raises(ConfigError, match="wm_scores must be finite"):
+        calibrator.calibrate([0.5, bad])
+    assert calibrator.n_pairs == 100  # nothing was added
+
+
+def test_invalid_pairs_raise_config_error() -> None:
+    calibrator = Calibrator()
+    with pytest.raises(ConfigError, match="score_range"):
+        calibrator.add_pairs([0.3], [1.2])
+    with pytest.raises(ConfigError, match="3 values but real_scores has 2"):
+        calibrator.add_pairs([0.1, 0.2, 0.3], [0.1, 0.2])
+    with pytest.raises(ConfigError, match="task_ids has 1 entries"):
+        calibrator.add_pairs([0.1, 0.2], [0.1, 0.2], ["a"])
+    with pytest.raises(ConfigError, match="state format"):
+        calibrator.load_state_dict({"format": 99})
+    assert calibrator.n_pairs == 0
+
+
+@pytest.mark.parametrize("overrides", [
+    {"score_range": (1.0, 0.0)},
+    {"score_range": (0.0, math.inf)},
+    {"min_pairs_global": 0},
+    {"min_pairs_global": 30, "min_pairs_per_task": 10},
+    {"holdout_fraction": 0.0},
+    {"cv_folds": 1},
+    {"eta2_window": 0},
+    {"max_discordant_rate": 1.5},
+    {"nonmonotone_z": -1.0},
+    {"seed": 1.5},
+])
+def test_config_validation(overrides: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError):
+        CalibratorConfig(**overrides)
+
+
+def test_config_from_dict_rejects_unknown_settings() -> None:
+    assert CalibratorConfig.from_dict({"seed": 3}) == CalibratorConfig(seed=3)
+    with pytest.raises(ConfigError, match="unknown"):
+        CalibratorConfig.from_dict({"min_pairs": 3})
+
+
+def test_concurrent_adds_lose_no_pairs() -> None:
+    # Without the lock this loses pairs or raises within a few hundred adds: a tiny switch
+    # interval makes threads interleave inside add_pairs.
+    calibrator = Calibrator(CalibratorConfig(min_pairs_global=10**6, min_pairs_per_task=10**6))
+
+    def add_many(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(300):
+            calibrator.add_pairs(rng.uniform(0, 1, 2), rng.uniform(0, 1, 2), "t")
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(add_many, range(8)))  # re-raises a worker's exception here
+    finally:
+        sys.setswitchinterval(interval)
+    state = calibrator.state_dict()
+    assert calibrator.n_pairs == len(state["real_scores"]) == len(state["task_ids"]) == 4800

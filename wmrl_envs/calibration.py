@@ -1,0 +1,553 @@
+"""Online debiasing of world-model scores (DESIGN §8, step 3).
+
+Anchor groups are executed *and* world-model scored. Their (world-model score, real score)
+pairs feed a monotone isotonic map, fitted globally and per task, that recalibrates every
+world-model score. Two numbers leave this module for the trainer:
+
+* :attr:`Calibrator.eta2`, the residual variance η̂² of calibrated vs real scores. It is
+  cross-fitted, so it is not optimistic, and it sets the anchor weight of the
+  inverse-variance gradient fusion (``trainers/fusion.py``).
+* :meth:`Calibrator.audit`, the Assumption-6 audit. Debiasing assumes the world model's
+  bias is a monotone distortion of the true score. Rank statistics on held-back pairs and a
+  cross-fitted non-monotone challenger flag cases where it is not.
+
+What the caller adds: an invalid submission enters as real score 0, like any reward. An
+infrastructure failure (the sandbox could not start, the grader timed out) is not a score.
+The caller must leave it out.
+
+The module is pure. State round-trips through dicts and JSON strings, and the caller writes
+the files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from collections import Counter
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+from scipy.stats import kendalltau, spearmanr
+from sklearn.isotonic import IsotonicRegression
+
+from wmrl_envs.errors import ConfigError
+
+ArrayLike = Sequence[float] | np.ndarray
+TaskIds = Sequence[str | None] | str | None
+
+_STATE_FORMAT = 1
+# Below this many held-back pairs (globally, or for one task) rank statistics are too noisy
+# to flag on: Spearman's rho has a standard error of about 1/sqrt(n - 1).
+_MIN_AUDIT_PAIRS = 20
+
+
+@dataclass(frozen=True)
+class CalibratorConfig:
+    """Settings of :class:`Calibrator`.
+
+    Attributes:
+        score_range: ``(lo, hi)`` of real scores. Real scores must lie in it, and
+            calibrated scores always do.
+        min_pairs_global: Fitted pairs needed before the global map is used. Below it,
+            ``calibrate()`` returns the raw score clipped to ``score_range``.
+        min_pairs_per_task: Fitted pairs a task needs for its own map. A task with fewer
+            pairs uses the global map. Must be at least ``min_pairs_global``.
+        holdout_fraction: Share of pairs held back from the maps for the audit. A hash of
+            ``(seed, pair counter)`` picks them, so a rerun holds back the same pairs.
+        cv_folds: Folds of the cross-fitted residuals behind ``eta2`` and the audit's MAE.
+        eta2_window: ``eta2`` averages over this many of the most recent fitted pairs, which
+            tracks a policy whose scores drift. ``None`` averages over all of them.
+        min_spearman: The audit flags a Spearman rho (raw vs real) below this, globally or
+            for one task.
+        max_discordant_rate: The audit flags a discordant-pair rate above this.
+        nonmonotone_z: The audit flags when a non-monotone challenger beats the calibrated
+            scores, cross-fitted, by more than this many standard errors.
+        seed: Seeds the hold-out assignment.
+    """
+
+    score_range: tuple[float, float] = (0.0, 1.0)
+    min_pairs_global: int = 20
+    min_pairs_per_task: int = 50
+    holdout_fraction: float = 0.1
+    cv_folds: int = 5
+    eta2_window: int | None = None
+    min_spearman: float = 0.3
+    max_discordant_rate: float = 0.35
+    nonmonotone_z: float = 3.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        # JSON turns the tuple into a list; store the canonical form.
+        object.__setattr__(self, "score_range", tuple(float(v) for v in self.score_range))
+        _require(len(self.score_range) == 2,
+                 f"score_range must be (lo, hi), got {self.score_range}")
+        lo, hi = self.score_range
+        _require(math.isfinite(lo) and math.isfinite(hi) and lo < hi,
+                 f"score_range must be finite with lo < hi, got {self.score_range}")
+        for name in ("min_pairs_global", "min_pairs_per_task", "cv_folds", "seed"):
+            value = getattr(self, name)
+            _require(isinstance(value, int) and not isinstance(value, bool),
+                     f"{name} must be an int, got {value!r}")
+        # Two pairs give cross-fitting two folds, so no fold trains on nothing.
+        _require(self.min_pairs_global >= 2,
+                 f"min_pairs_global must be >= 2, got {self.min_pairs_global}")
+        # A task never has more pairs than the whole pool, so this makes "per-task map
+        # implies a global map" hold.
+        _require(self.min_pairs_per_task >= self.min_pairs_global,
+                 f"min_pairs_per_task ({self.min_pairs_per_task}) must be >= "
+                 f"min_pairs_global ({self.min_pairs_global})")
+        _require(0.0 < self.holdout_fraction < 1.0,
+                 f"holdout_fraction must be in (0, 1), got {self.holdout_fraction}")
+        _require(self.cv_folds >= 2, f"cv_folds must be >= 2, got {self.cv_folds}")
+        _require(self.eta2_window is None
+                 or (isinstance(self.eta2_window, int) and self.eta2_window >= 1),
+                 f"eta2_window must be None or an int >= 1, got {self.eta2_window!r}")
+        _require(-1.0 <= self.min_spearman <= 1.0,
+                 f"min_spearman must be in [-1, 1], got {self.min_spearman}")
+        _require(0.0 <= self.max_discordant_rate <= 1.0,
+                 f"max_discordant_rate must be in [0, 1], got {self.max_discordant_rate}")
+        _require(self.nonmonotone_z > 0, f"nonmonotone_z must be > 0, got {self.nonmonotone_z}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CalibratorConfig:
+        """Build a config from a (possibly partial) mapping; unknown keys are an error."""
+        unknown = set(data) - {f.name for f in fields(cls)}
+        _require(not unknown, f"unknown calibrator setting(s) {sorted(unknown)}")
+        return cls(**dict(data))
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """Result of the Assumption-6 audit. A statistic is NaN when there is too little data.
+
+    Attributes:
+        n_pairs: All pairs added, held back or not.
+        n_holdout: Held-back pairs, which the rank statistics use and no map has seen.
+        spearman_rho: Spearman's rho of raw world-model vs real scores on held-back pairs.
+        discordant_pair_rate: Share of comparable pairs of held-back anchors that the world
+            model orders opposite to the real scores. Two anchors tied in either score are
+            not comparable and are left out.
+        task_spearman: Spearman's rho per task with at least 20 held-back pairs.
+        nonmonotone_z: How many standard errors the unconstrained challenger (mean real
+            score per world-model-score quantile bin) beats the calibrated scores by, in
+            cross-fitted squared error over fitted pairs. Positive: the challenger is better.
+        mae_raw: MAE of raw scores (clipped to range) vs real scores, over fitted pairs.
+        cv_calibration_mae: MAE of cross-fitted calibrated scores vs real scores, over the
+            same pairs.
+        monotone_ok: False when any check flags a non-monotone bias.
+        reasons: One sentence per flag.
+    """
+
+    n_pairs: int
+    n_holdout: int
+    spearman_rho: float
+    discordant_pair_rate: float
+    task_spearman: dict[str, float]
+    nonmonotone_z: float
+    mae_raw: float
+    cv_calibration_mae: float
+    monotone_ok: bool
+    reasons: list[str]
+
+
+@dataclass(frozen=True)
+class _Maps:
+    """Fitted maps: none below ``min_pairs_global`` (identity), else global plus per-task."""
+
+    global_map: IsotonicRegression | None
+    task_maps: dict[str, IsotonicRegression]
+
+
+class Calibrator:
+    """Isotonic online debiasing of world-model scores from anchor pairs.
+
+    One instance is shared by every environment in a process, so an internal lock
+    serialises every public method.
+    """
+
+    def __init__(self, config: CalibratorConfig | None = None) -> None:
+        self._lock = threading.RLock()
+        self._reset(config or CalibratorConfig())
+
+    def _reset(self, config: CalibratorConfig) -> None:
+        self.config = config
+        self._wm = np.empty(0)
+        self._real = np.empty(0)
+        self._tasks = np.empty(0, dtype=object)  # str, or None for untasked pairs
+        self._held = np.empty(0, dtype=bool)
+        self._maps = _Maps(None, {})
+        self._oof: np.ndarray | None = None  # cross-fitted predictions, computed lazily
+        self._audit: AuditReport | None = None
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of pairs added so far, held back or not."""
+        with self._lock:
+            return int(self._wm.size)
+
+    def add_pairs(self, wm_scores: ArrayLike, real_scores: ArrayLike,
+                  task_ids: TaskIds = None) -> None:
+        """Add anchor pairs and refit the maps.
+
+        ``task_ids`` is one id per pair, a single id for all of them, or ``None``
+        (untasked: these pairs feed only the global map). Real scores must be finite and in
+        ``score_range``, so an invalid submission enters as the real score 0. The caller
+        must leave out infrastructure failures, which are not scores.
+
+        Raises:
+            ConfigError: On non-finite scores, a real score out of range, or mismatched
+                lengths.
+        """
+        wm = _as_scores(wm_scores, "wm_scores")
+        real = _as_scores(real_scores, "real_scores")
+        _require(wm.size == real.size,
+                 f"wm_scores has {wm.size} values but real_scores has {real.size}")
+        tasks = _as_tasks(task_ids, wm.size)
+        with self._lock:
+            lo, hi = self.config.score_range
+            outside = np.flatnonzero((real < lo) | (real > hi))
+            if outside.size:
+                raise ConfigError(f"real_scores must lie in score_range {self.config.score_range};"
+                                  f" index {outside[0]} is {real[outside[0]]}")
+            start = self._wm.size
+            held = [_held_back(self.config.seed, i, self.config.holdout_fraction)
+                    for i in range(start, start + wm.size)]
+            self._wm = np.concatenate([self._wm, wm])
+            self._real = np.concatenate([self._real, real])
+            self._tasks = np.concatenate([self._tasks, tasks])
+            self._held = np.concatenate([self._held, np.array(held, dtype=bool)])
+            # Refit eagerly, because calibrate() follows every add in a training step. The
+            # cross-fit and the audit are recomputed lazily, only when read.
+            fit = ~self._held
+            self._maps = _fit_maps(self._wm[fit], self._real[fit], self._tasks[fit], self.config)
+            self._oof = None
+            self._audit = None
+
+    def calibrate(self, wm_scores: ArrayLike, task_ids: TaskIds = None) -> np.ndarray:
+        """Map world-model scores to calibrated scores in ``score_range``.
+
+        A task with at least ``min_pairs_per_task`` fitted pairs uses its own map. Any
+        other task, an unknown one or ``None`` uses the global map. Before
+        ``min_pairs_global`` fitted pairs, the result is the raw score clipped to range.
+        Scores outside the anchors' range clip to the map's end values.
+
+        Raises:
+            ConfigError: On non-finite scores or mismatched lengths.
+        """
+        wm = _as_scores(wm_scores, "wm_scores")
+        tasks = _as_tasks(task_ids, wm.size)
+        with self._lock:
+            return _apply(self._maps, wm, tasks, self.config)
+
+    @property
+    def eta2(self) -> float:
+        """Cross-fitted mean squared residual of calibrated vs real scores (NaN if no pairs).
+
+        Each fitted pair is predicted by the same maps as calibrate() uses (identity, or
+        global plus the same per-task maps), refitted on the other ``cv_folds - 1`` folds.
+        In-sample isotonic residuals are optimistic, because the map bends toward each
+        pair's own noise. Cross-fitted residuals estimate the error on a new score instead.
+        They are slightly conservative, since each fold's maps see ``1/cv_folds`` fewer
+        pairs.
+        """
+        with self._lock:
+            residual = self._cross_fitted() - self._real[~self._held]
+            return _windowed_mean(residual**2, self.config.eta2_window)
+
+    @property
+    def eta2_in_sample(self) -> float:
+        """In-sample mean squared residual over the same window, for reference only."""
+        with self._lock:
+            fit = ~self._held
+            calibrated = _apply(self._maps, self._wm[fit], self._tasks[fit], self.config)
+            return _windowed_mean((calibrated - self._real[fit]) ** 2, self.config.eta2_window)
+
+    def audit(self) -> AuditReport:
+        """Run the Assumption-6 audit: is real score a monotone function of world-model score?
+
+        * Spearman's rho, raw world-model vs real score, must be at least ``min_spearman``.
+          So must the rho of each task with enough held-back pairs, which catches a world
+          model that ranks one task the wrong way.
+        * The discordant-pair rate must be at most ``max_discordant_rate``.
+        * Both rank checks use held-back pairs, which no map has seen (DESIGN §8).
+        * An unconstrained challenger, the mean real score per quantile bin of world-model
+          score, must not beat the calibrated scores by more than ``nonmonotone_z``
+          standard errors in cross-fitted squared error. This catches a local reversal
+          (say, over the top third of scores) that leaves the rank statistics high.
+        """
+        with self._lock:
+            if self._audit is None:
+                self._audit = self._run_audit()
+            return self._audit
+
+    def metrics(self) -> dict[str, float]:
+        """Scalars to log, under ``calibration/`` names."""
+        with self._lock:
+            report = self.audit()
+            return {
+                "calibration/eta2": self.eta2,
+                "calibration/n_pairs": float(self.n_pairs),
+                "calibration/spearman": report.spearman_rho,
+                "calibration/discordant_rate": report.discordant_pair_rate,
+                "calibration/mae_raw": report.mae_raw,
+                "calibration/mae_calibrated": report.cv_calibration_mae,
+                "calibration/monotone_ok": float(report.monotone_ok),
+            }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Config and every pair, in order. Hold-out flags and maps are rebuilt from these.
+
+        Python's ``json`` writes floats in their shortest round-trip form, so a run
+        restored from JSON refits the same maps and returns the same ``calibrate()`` values.
+        """
+        with self._lock:
+            return {
+                "format": _STATE_FORMAT,
+                "config": self.config.to_dict(),
+                "wm_scores": self._wm.tolist(),
+                "real_scores": self._real.tolist(),
+                "task_ids": self._tasks.tolist(),
+            }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Replace this calibrator's config and pairs with those of ``state``.
+
+        Raises:
+            ConfigError: If ``state`` is not a calibrator state of a known format.
+        """
+        _require(state.get("format") == _STATE_FORMAT,
+                 f"unknown calibrator state format {state.get('format')!r}; "
+                 f"expected {_STATE_FORMAT}")
+        missing = {"config", "wm_scores", "real_scores", "task_ids"} - set(state)
+        _require(not missing, f"calibrator state lacks {sorted(missing)}")
+        with self._lock:
+            self._reset(CalibratorConfig.from_dict(state["config"]))
+            self.add_pairs(state["wm_scores"], state["real_scores"], state["task_ids"])
+
+    def to_json(self) -> str:
+        """The state dict as a JSON string."""
+        return json.dumps(self.state_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> Calibrator:
+        """Rebuild a calibrator from :meth:`to_json` output."""
+        calibrator = cls()
+        calibrator.load_state_dict(json.loads(text))
+        return calibrator
+
+    def _cross_fitted(self) -> np.ndarray:
+        """Out-of-fold calibrated score of every fitted pair, in pair order (cached)."""
+        if self._oof is None:
+            fit = ~self._held
+            wm, real, tasks = self._wm[fit], self._real[fit], self._tasks[fit]
+            if self._maps.global_map is None:  # the identity has nothing to cross-fit
+                self._oof = np.clip(wm, *self.config.score_range)
+            else:
+                self._oof = _cross_fit(self._folds(), lambda train, test: _apply(
+                    _fit_like(self._maps, wm[train], real[train], tasks[train], self.config),
+                    wm[test], tasks[test], self.config))
+        return self._oof
+
+    def _folds(self) -> np.ndarray:
+        # The j-th fitted pair is in fold j mod K, so a pair keeps its fold as pairs
+        # accumulate (eta2 moves smoothly), and two fitted pairs already give two folds.
+        return np.arange(np.count_nonzero(~self._held)) % self.config.cv_folds
+
+    def _run_audit(self) -> AuditReport:
+        cfg = self.config
+        fit, held = ~self._held, self._held
+        wm_fit, real_fit = self._wm[fit], self._real[fit]
+        wm_held, real_held, tasks_held = self._wm[held], self._real[held], self._tasks[held]
+
+        rho = discordant = z = math.nan
+        task_rho: dict[str, float] = {}
+        if wm_held.size >= _MIN_AUDIT_PAIRS:
+            rho = _spearman(wm_held, real_held)
+            discordant = _discordant_rate(wm_held, real_held)
+            for name, count in Counter(t for t in tasks_held if t is not None).items():
+                if count >= _MIN_AUDIT_PAIRS:
+                    rows = tasks_held == name
+                    task_rho[name] = _spearman(wm_held[rows], real_held[rows])
+        residual = self._cross_fitted() - real_fit
+        if wm_fit.size >= _MIN_AUDIT_PAIRS and self._maps.global_map is not None:
+            # Cross-fitted like eta2, not scored on the held-back pairs: a local reversal
+            # needs the roughly 9x larger fitted set to stand out from the noise.
+            challenger = _cross_fit(self._folds(), lambda train, test: _binned_means(
+                wm_fit[train], real_fit[train], wm_fit[test]))
+            z = _paired_z(residual**2 - (challenger - real_fit) ** 2)
+
+        reasons = []
+        if rho < cfg.min_spearman:  # NaN compares False: no flag without data
+            reasons.append(f"Spearman rho {rho:.3f} of raw vs real scores on "
+                           f"{wm_held.size} held-back pairs is below {cfg.min_spearman}")
+        if discordant > cfg.max_discordant_rate:
+            reasons.append(f"discordant-pair rate {discordant:.3f} is above "
+                           f"{cfg.max_discordant_rate}")
+        for name, value in task_rho.items():
+            if value < cfg.min_spearman:
+                reasons.append(f"task {name!r}: Spearman rho {value:.3f} of raw vs real scores "
+                               f"is below {cfg.min_spearman}")
+        if z > cfg.nonmonotone_z:
+            reasons.append(f"a non-monotone fit beats the isotonic map out of fold by "
+                           f"{z:.1f} standard errors (threshold {cfg.nonmonotone_z})")
+
+        return AuditReport(
+            n_pairs=int(self._wm.size),
+            n_holdout=int(wm_held.size),
+            spearman_rho=rho,
+            discordant_pair_rate=float(discordant),
+            task_spearman=task_rho,
+            nonmonotone_z=z,
+            mae_raw=_mean(np.abs(np.clip(wm_fit, *cfg.score_range) - real_fit)),
+            cv_calibration_mae=_mean(np.abs(residual)),
+            monotone_ok=not reasons,
+            reasons=reasons,
+        )
+
+
+def _fit_maps(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
+              config: CalibratorConfig) -> _Maps:
+    """The production maps: which exist depends on the pair counts."""
+    if wm.size < config.min_pairs_global:
+        return _Maps(None, {})
+    counts = Counter(task for task in tasks if task is not None)
+    own = {task for task, count in counts.items() if count >= config.min_pairs_per_task}
+    return _Maps(_isotonic(wm, real, config), _fit_task_maps(own, wm, real, tasks, config))
+
+
+def _fit_like(maps: _Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
+              config: CalibratorConfig) -> _Maps:
+    """The same maps as ``maps``, refitted on other pairs (a fold's training set)."""
+    return _Maps(_isotonic(wm, real, config),
+                 _fit_task_maps(maps.task_maps, wm, real, tasks, config))
+
+
+def _fit_task_maps(names: Iterable[str], wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
+                   config: CalibratorConfig) -> dict[str, IsotonicRegression]:
+    # A task without pairs here (possible only in a cross-fitting fold) uses the global map.
+    return {name: _isotonic(wm[rows], real[rows], config)
+            for name in names if (rows := tasks == name).any()}
+
+
+def _isotonic(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig) -> IsotonicRegression:
+    lo, hi = config.score_range
+    # out_of_bounds="clip": the default "nan" would turn scores beyond the anchors' range
+    # into NaN rewards (NOTES.md).
+    isotonic = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=lo, y_max=hi)
+    return isotonic.fit(wm, real)
+
+
+def _apply(maps: _Maps, wm: np.ndarray, tasks: np.ndarray, config: CalibratorConfig) -> np.ndarray:
+    if maps.global_map is None:
+        return np.clip(wm, *config.score_range)
+    out = maps.global_map.predict(wm)
+    for task, task_map in maps.task_maps.items():
+        rows = tasks == task
+        if rows.any():
+            out[rows] = task_map.predict(wm[rows])
+    return out
+
+
+def _cross_fit(folds: np.ndarray,
+               fit_predict: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """Out-of-fold predictions: ``fit_predict(train_mask, test_mask)`` for each fold."""
+    out = np.empty(folds.size)
+    for k in np.unique(folds):
+        test = folds == k
+        out[test] = fit_predict(~test, test)
+    return out
+
+
+def _held_back(seed: int, counter: int, fraction: float) -> bool:
+    # A keyed hash rather than an RNG stream: the flag of pair i depends on nothing else,
+    # so batch sizes and restarts cannot shift the hold-out set.
+    digest = hashlib.blake2b(f"{seed}:{counter}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0**64 < fraction
+
+
+def _binned_means(wm_fit: np.ndarray, real_fit: np.ndarray, wm_eval: np.ndarray) -> np.ndarray:
+    """Mean real score per quantile bin of the world-model score (about n^(1/3) bins)."""
+    n_bins = max(2, round(wm_fit.size ** (1 / 3)))
+    edges = np.unique(np.quantile(wm_fit, np.linspace(0, 1, n_bins + 1)[1:-1]))
+    bins = np.searchsorted(edges, wm_fit, side="right")
+    sums = np.bincount(bins, weights=real_fit, minlength=edges.size + 1)
+    counts = np.bincount(bins, minlength=edges.size + 1)
+    # Ties can leave a bin empty; it predicts the overall mean.
+    means = np.divide(sums, counts, out=np.full(edges.size + 1, real_fit.mean()),
+                      where=counts > 0)
+    return means[np.searchsorted(edges, wm_eval, side="right")]
+
+
+def _paired_z(diff: np.ndarray) -> float:
+    """Mean of paired differences in units of its standard error (0 when all are equal)."""
+    sd = diff.std(ddof=1)
+    return 0.0 if sd == 0 else float(diff.mean() / (sd / math.sqrt(diff.size)))
+
+
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    if np.ptp(x) == 0 or np.ptp(y) == 0:  # rank correlation undefined; scipy would warn
+        return math.nan
+    return float(spearmanr(x, y).statistic)
+
+
+def _discordant_rate(x: np.ndarray, y: np.ndarray) -> float:
+    """Share of comparable pairs (no tie in x or in y) that x and y order oppositely.
+
+    O(n log n) through Kendall's tau-b: with n0 pairs in all, n1 and n2 tied in x and in y,
+    and n3 tied in both, concordant minus discordant is ``tau_b * sqrt((n0-n1)(n0-n2))``
+    and concordant plus discordant is ``n0 - n1 - n2 + n3``.
+    """
+    n0 = x.size * (x.size - 1) // 2
+    n1 = _tied_pairs(np.unique(x, return_counts=True)[1])
+    n2 = _tied_pairs(np.unique(y, return_counts=True)[1])
+    n3 = _tied_pairs(np.unique(np.column_stack([x, y]), axis=0, return_counts=True)[1])
+    comparable = n0 - n1 - n2 + n3
+    if comparable == 0:
+        return math.nan
+    difference = kendalltau(x, y).statistic * math.sqrt((n0 - n1) * (n0 - n2))
+    return (comparable - difference) / 2 / comparable
+
+
+def _tied_pairs(group_sizes: np.ndarray) -> int:
+    return int((group_sizes * (group_sizes - 1) // 2).sum())
+
+
+def _windowed_mean(values: np.ndarray, window: int | None) -> float:
+    return _mean(values if window is None else values[-window:])
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(values.mean()) if values.size else math.nan
+
+
+def _as_scores(values: ArrayLike, name: str) -> np.ndarray:
+    array = np.atleast_1d(np.asarray(values, dtype=float))
+    _require(array.ndim == 1, f"{name} must be one-dimensional, got shape {array.shape}")
+    bad = np.flatnonzero(~np.isfinite(array))
+    if bad.size:
+        raise ConfigError(f"{name} must be finite; index {bad[0]} is {array[bad[0]]}")
+    return array
+
+
+def _as_tasks(task_ids: TaskIds, n: int) -> np.ndarray:
+    tasks = np.empty(n, dtype=object)
+    # A lone string is one id for every score; iterating it would split it into letters.
+    if task_ids is None or isinstance(task_ids, str):
+        tasks[:] = task_ids
+        return tasks
+    _require(len(task_ids) == n, f"task_ids has {len(task_ids)} entries for {n} scores")
+    _require(all(t is None or isinstance(t, str) for t in task_ids),
+             "task_ids must be strings or None")
+    tasks[:] = list(task_ids)
+    return tasks
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
