@@ -1,0 +1,86 @@
+"""The world-model interface: predict the score a solution script would get without running it.
+
+A world model maps ``(task, script)`` pairs to :class:`Prediction` objects, in batches. Every
+implementation returns the same quantity an executed script earns (the position score in
+[0, 1] for MLE tasks, RPG in [0, 1] for DSBench tasks), so environments can swap them freely.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+from wmrl_envs.errors import ConfigError
+from wmrl_envs.tasks.spec import Task
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One world-model estimate.
+
+    Attributes:
+        score: Predicted score in the task's reward range; ``nan`` when ``parsed`` is False.
+        uncertainty: Standard deviation of the estimate in score units; ``nan`` when the model
+            gives no way to estimate it.
+        parsed: False when the model answered but no score could be read from the answer, or
+            the model could not be queried at all. Such a prediction is not a score of 0: callers
+            must drop or re-query it.
+        error: Why ``parsed`` is False (or a warning); None for a clean prediction.
+        cost_s: Wall-clock seconds spent producing this prediction.
+    """
+
+    score: float
+    uncertainty: float
+    parsed: bool = True
+    error: str | None = None
+    cost_s: float = 0.0
+
+    @classmethod
+    def failed(cls, error: str, cost_s: float = 0.0) -> "Prediction":
+        """A prediction that carries no score, only the reason why."""
+        return cls(score=math.nan, uncertainty=math.nan, parsed=False, error=error, cost_s=cost_s)
+
+
+@runtime_checkable
+class WorldModel(Protocol):
+    """Anything that scores solution scripts for tasks, in batches."""
+
+    name: str
+
+    def predict(self, tasks: Sequence[Task], scripts: Sequence[str]) -> list[Prediction]:
+        """One prediction per ``(tasks[i], scripts[i])``; ``len(tasks) == len(scripts)``."""
+        ...
+
+
+# Implementations are imported lazily so that choosing one never pulls in another's heavy
+# dependencies (torch, transformers, llama.cpp).
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "llm": ("wmrl_envs.world_models.llm", "LLMWorldModel.from_options"),
+    "surrogate": ("wmrl_envs.world_models.surrogate", "SurrogateWorldModel"),
+}
+
+
+def make_world_model(name: str, **kwargs: Any) -> WorldModel:
+    """Build a world model by name (``"llm"`` or ``"surrogate"``) with its keyword options.
+
+    ``"llm"`` takes the options of :meth:`LLMWorldModel.from_options`; ``"surrogate"`` those of
+    ``SurrogateWorldModel``.
+    """
+    try:
+        module_name, attr_path = _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown world model {name!r}; known: {sorted(_REGISTRY)}") from None
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"world model {name!r} is not available: cannot import {module_name} ({exc})"
+        ) from exc
+    for attr in attr_path.split("."):
+        try:
+            target = getattr(target, attr)
+        except AttributeError:
+            raise ConfigError(f"world model {name!r} is not available: {module_name} has no {attr_path}") from None
+    return target(**kwargs)
