@@ -200,6 +200,16 @@ def render_script(spec: TaskSpec, choices: SolutionChoices, seed: int = 0) -> st
         test = pd.read_csv("data/test.csv")
         y = train[LABEL]
         X = train.drop(columns=[ID, LABEL])
+
+
+        def as_label(value):
+            """Labels as text, so that '1', 1 and 1.0 name the same class."""
+            return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+        if CLASSIFY:
+            y = y.map(as_label)
+            CLASSES = [as_label(c) for c in CLASSES]
         X_test = test[X.columns].copy()
 
 
