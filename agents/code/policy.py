@@ -37,7 +37,7 @@ from torch import nn
 
 from agents.base import Rollout
 from agents.code.features import FEATURE_DIM, as_spec, meta_count, modality, task_features
-from agents.code.grammar import SLOTS, SolutionChoices, render_script
+from agents.code.grammar import SLOTS, SolutionChoices, render_response
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading.metrics import get_metric
 from wmrl_envs.tasks.spec import Task, TaskSpec
@@ -121,8 +121,8 @@ def describe_task(spec: TaskSpec) -> str:
     return f"{text}, scored by {metric.name} ({'higher' if metric.higher_is_better else 'lower'} is better)"
 
 
-def render_response(spec: TaskSpec, choices: SolutionChoices, seed: int = 0) -> str:
-    """The agent response for ``choices``: one analysis sentence, then exactly one fenced script."""
+def explain(spec: TaskSpec, choices: SolutionChoices) -> str:
+    """The one-sentence analysis that opens the policy's response for ``choices``."""
     steps = [_CATEGORICAL[choices.categorical], f"{choices.impute} imputation"]
     if modality(spec) == "text":
         steps.append(_TEXT[choices.text])
@@ -130,11 +130,10 @@ def render_response(spec: TaskSpec, choices: SolutionChoices, seed: int = 0) -> 
         steps.append("standardised numeric columns")
     if choices.target_transform == "log1p" and get_metric(spec.metric).prediction == "value":
         steps.append("a log1p-transformed target")
-    analysis = (
+    return (
         f"{describe_task(spec)}; using {_MODELS[choices.model]} ({choices.capacity} capacity) with "
         f"{', '.join(steps)}, checked by {_VALIDATION[choices.validation]}."
     )
-    return f"{analysis}\n\n```python\n{render_script(spec, choices, seed)}```\n"
 
 
 # --------------------------------------------------------------------------- policy
@@ -153,7 +152,7 @@ class GrammarPolicy(nn.Module):
     Implements :class:`agents.base.Policy`. Prompts are :class:`~wmrl_envs.tasks.spec.Task` or
     :class:`~wmrl_envs.tasks.spec.TaskSpec` objects. Each :class:`~agents.base.Rollout` has:
 
-    * ``response``: the agent response (:func:`render_response`);
+    * ``response``: the agent response (:func:`explain` then the script, see :func:`~agents.code.grammar.render_response`);
     * ``tokens``: LongTensor ``[T]`` of option indices, in :data:`SLOT_NAMES` order;
     * ``logp``: ``[T]``, 0 on forced slots;
     * ``meta``: ``choices`` (slot -> option, for logging), plus ``features`` (the task
@@ -240,7 +239,7 @@ class GrammarPolicy(nn.Module):
             rollouts.append(Rollout(
                 task_id=spec.id,
                 group_id=group_ids[row // group_size],
-                response=render_response(spec, choices, self.config.script_seed),
+                response=render_response(spec, choices, self.config.script_seed, explain(spec, choices)),
                 tokens=tokens,
                 logp=out.logp[row].cpu(),
                 meta={"choices": choices.to_dict(), "features": features[row], "slot_mask": out.mask[row].cpu()},
