@@ -1,0 +1,80 @@
+"""Executors that run agent code under resource limits, isolated from the host.
+
+::
+
+    from wmrl_envs.sandbox import ExecutorPool, make_executor
+
+    executor = make_executor("bwrap")            # the default, contained executor
+    result = executor.run(script, task)          # -> ExecutionResult
+    with ExecutorPool(executor, workers=2) as pool:
+        results = pool.run_batch([(script, task) for script in scripts])
+
+Executors, the runtime builder and the pool load on first use, so importing this package
+stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from wmrl_envs.errors import SandboxUnavailableError
+from wmrl_envs.sandbox.base import ExecutionResult, ExecutionStatus, Executor
+from wmrl_envs.sandbox.limits import Limits
+
+if TYPE_CHECKING:
+    from wmrl_envs.sandbox.bwrap import BwrapExecutor
+    from wmrl_envs.sandbox.pool import ExecutorPool
+    from wmrl_envs.sandbox.runtime import ensure_runtime
+    from wmrl_envs.sandbox.unsafe import UnsafeSubprocessExecutor
+
+__all__ = [
+    "BwrapExecutor",
+    "ExecutionResult",
+    "ExecutionStatus",
+    "Executor",
+    "ExecutorPool",
+    "Limits",
+    "UnsafeSubprocessExecutor",
+    "ensure_runtime",
+    "make_executor",
+]
+
+_LAZY = {
+    "BwrapExecutor": "wmrl_envs.sandbox.bwrap",
+    "ExecutorPool": "wmrl_envs.sandbox.pool",
+    "UnsafeSubprocessExecutor": "wmrl_envs.sandbox.unsafe",
+    "ensure_runtime": "wmrl_envs.sandbox.runtime",
+}
+
+EXECUTOR_NAMES = ("bwrap", "unsafe-subprocess", "docker", "ray")
+
+
+def make_executor(name: str = "bwrap", **kwargs: Any) -> Executor:
+    """Build an executor by name: ``"bwrap"`` (default) or ``"unsafe-subprocess"``.
+
+    ``kwargs`` go to the executor (``runtime``, ``work_root``, ``use_cgroups``, and for bwrap
+    ``tmpfs_work_dir``). Raises
+    :class:`SandboxUnavailableError` when the backend cannot run here.
+    """
+    if name == "bwrap":
+        from wmrl_envs.sandbox.bwrap import BwrapExecutor
+
+        return BwrapExecutor(**kwargs)
+    if name == "unsafe-subprocess":
+        from wmrl_envs.sandbox.unsafe import UnsafeSubprocessExecutor
+
+        return UnsafeSubprocessExecutor(**kwargs)
+    if name in ("docker", "ray"):
+        raise SandboxUnavailableError(
+            f"the {name!r} executor is not implemented yet; use make_executor('bwrap') "
+            "(bubblewrap, the default and the most contained backend)"
+        )
+    raise SandboxUnavailableError(f"unknown executor {name!r}; choose one of {EXECUTOR_NAMES}")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

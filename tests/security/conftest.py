@@ -1,0 +1,140 @@
+"""Fixtures for the adversarial sandbox tests.
+
+The scripts really attack the host (``kill -9 -1``, ``mount --bind / /tmp``, writes to ``/usr``):
+never point this suite at an uncontained executor such as ``unsafe-subprocess``.
+
+Every test gets a real task folder (``public/`` next to ``private/answers.csv``), a canary
+file on the host and a unique marker. After each test the guard checks the host: the canary
+and the public files are untouched, no process carrying the marker is alive, no run cgroup
+or run folder is left behind, and the executor still runs hello world.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import textwrap
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from wmrl_envs.errors import SandboxUnavailableError
+from wmrl_envs.sandbox import ExecutionResult, ExecutionStatus, Limits, cgroups, make_executor
+from wmrl_envs.sandbox.bwrap import BwrapExecutor
+from wmrl_envs.tasks.spec import Task, TaskSpec
+
+LIMITS = Limits(wall_s=15, cpu_s=15, memory_mb=512, max_processes=64, tmpfs_mb=48, file_mb=32, output_bytes=8192)
+
+
+@dataclass
+class Arena:
+    """One test's world: the executor, the task, host-side secrets and the marker."""
+
+    executor: object
+    task: Task
+    marker: str
+    answers_token: str
+    canary: Path
+    work_root: Path
+    limits: Limits = LIMITS
+
+    def run(self, code: str, limits: Limits | None = None, marked: bool = False) -> ExecutionResult:
+        """Run ``code`` in the sandbox; ``marked`` re-execs it with the marker in its argv,
+        so that every process it forks carries the marker in its host-visible cmdline."""
+        code = textwrap.dedent(code)
+        if marked:
+            code = (
+                "import os, sys\n"
+                f"if {self.marker!r} not in sys.argv:\n"
+                f"    os.execv(sys.executable, [sys.executable, 'solution.py', {self.marker!r}])\n"
+            ) + code
+        return self.executor.run(code, self.task, limits or self.limits)
+
+    def survivors(self) -> list[int]:
+        """Host processes still carrying this test's marker."""
+        return processes_with(self.marker)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host pids whose command line contains ``marker`` (a /proc scan, no psutil)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(entry.path, "cmdline").read_bytes()
+        except OSError:  # exited while we looked
+            continue
+        if marker.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        h.update(str(path).encode())
+        if path.is_file():
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="session")
+def bwrap_executor(tmp_path_factory):
+    try:
+        executor = make_executor("bwrap", work_root=tmp_path_factory.mktemp("runs"))
+    except SandboxUnavailableError as exc:
+        pytest.fail(f"the security suite needs bubblewrap: {exc}")
+    assert isinstance(executor, BwrapExecutor)  # see the module docstring
+    return executor
+
+
+@pytest.fixture
+def arena(bwrap_executor, tmp_path) -> Arena:
+    answers_token = f"ANSWERTOKEN{uuid.uuid4().hex}"
+    root = tmp_path / "task"
+    (root / "public").mkdir(parents=True)
+    (root / "private").mkdir()
+    (root / "public" / "train.csv").write_text("id,x,target\n1,0.5,1\n2,0.1,0\n")
+    (root / "private" / "answers.csv").write_text(f"id,target\n3,{answers_token}\n")
+    (root / "description.md").write_text("toy task")
+    spec = TaskSpec(
+        id="toy", name="toy", suite="test", env_id="wmrl/MLEDojo-v0", split="train",
+        metric="accuracy", task_type="binary", limits=LIMITS,
+    )  # fmt: skip
+    task = Task(
+        spec=spec,
+        root=root,
+        description_path=root / "description.md",
+        public_dir=root / "public",
+        answers_path=root / "private" / "answers.csv",
+    )
+    canary = tmp_path / "canary.txt"
+    canary.write_text("untouched")
+    return Arena(
+        executor=bwrap_executor,
+        task=task,
+        marker=f"wmrlsec{uuid.uuid4().hex[:12]}",
+        answers_token=answers_token,
+        canary=canary,
+        work_root=bwrap_executor.work_root,
+    )
+
+
+@pytest.fixture(autouse=True)
+def host_unaffected(arena):
+    public_before = _digest(arena.task.public_dir)
+    answers_before = arena.task.answers_path.read_text()
+    yield
+    assert arena.canary.read_text() == "untouched"
+    assert _digest(arena.task.public_dir) == public_before
+    assert arena.task.answers_path.read_text() == answers_before
+    assert processes_with(arena.marker) == []
+    for parent in cgroups.parent_dirs().values():
+        assert list(parent.glob(f"run-{os.getpid()}-*")) == []
+    assert list(arena.work_root.iterdir()) == []
+    hello = arena.executor.run("print('still alive')", arena.task, LIMITS)
+    assert hello.status is ExecutionStatus.OK, hello
+    assert hello.stdout == "still alive\n"

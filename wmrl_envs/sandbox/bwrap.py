@@ -1,0 +1,202 @@
+"""The default executor: agent code in a bubblewrap sandbox.
+
+Inside, agent code sees a read-only root made only of the OS runtime (``/usr`` and the
+``/lib*``, ``/bin`` links), the dynamic-linker cache, the base interpreter's prefix (its
+site-packages hidden), the dedicated runtime venv at ``/opt/wmrl-runtime``, and::
+
+    /workspace              the run's writable work dir (cwd)
+    /workspace/data         the task's public files, read-only
+    /workspace/solution.py  the agent's script, read-only
+    /tmp, /dev/shm          separate tmpfs mounts of ``limits.tmpfs_mb`` each
+
+The work dir's total size is bounded too: when the host runs as root, the launcher mounts a
+``limits.tmpfs_mb`` tmpfs on it in a private mount namespace (its pages also count against
+the memory cgroup, and it vanishes with the run); otherwise it is a host folder whose size is
+checked after the run (a run that overflowed it is an error). ``RLIMIT_FSIZE`` bounds single
+files either way.
+
+Every namespace is unshared (no network at all, not even the host's loopback), the process
+runs as uid/gid 65534 with no capabilities and cannot create nested user namespaces, and
+the environment is rebuilt from scratch. Private answers, the repository, the project's own
+environment and home directories are never mounted; the one exception is the base
+interpreter's prefix, which may live in a home directory (pyenv), with its site-packages hidden.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from wmrl_envs.errors import SandboxUnavailableError
+from wmrl_envs.sandbox.launcher import STATUS_FD, HelperExecutor, RunDir, agent_env, kill_group
+from wmrl_envs.sandbox.limits import Limits
+from wmrl_envs.sandbox.runtime import Runtime
+
+WORKSPACE = "/workspace"
+RUNTIME_MOUNT = "/opt/wmrl-runtime"
+SANDBOX_ID = "65534"  # nobody/nogroup
+_OS_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
+_ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime")
+# PID 1 of the sandbox: a shell that runs the agent as its child. bwrap's parent reaps it, so
+# the agent's CPU time reaches the host through wait4 even without a cpuacct cgroup (bwrap's
+# own init is never reaped). The trailing ``exit`` keeps dash from exec'ing python as PID 1,
+# which would give agent code init's odd signal semantics. When PID 1 exits, the kernel kills
+# every process left in the sandbox.
+AGENT_COMMAND = ["/bin/sh", "-c", 'python solution.py; exit "$?"']
+# On a wall-clock kill, how long PID 1 gets to reap the agent before it is killed too.
+REAP_WAIT_S = 0.5
+INSTALL_HINT = "install it with `apt-get install bubblewrap` (or run `bash scripts/setup.sh`)"
+
+
+def _isolation_args() -> list[str]:
+    """Namespaces, identity and the read-only OS runtime: the part every run shares."""
+    args = [
+        "--unshare-all",
+        "--unshare-user",  # --unshare-all only *tries* the user namespace
+        "--disable-userns",  # no nested user namespaces (they would regain capabilities)
+        "--uid", SANDBOX_ID,
+        "--gid", SANDBOX_ID,
+        "--cap-drop", "ALL",  # bwrap started by root would otherwise keep every capability
+        "--die-with-parent",
+        "--new-session",
+        "--as-pid-1",  # our own trusted init, see AGENT_COMMAND
+        "--hostname", "sandbox",
+        "--clearenv",
+    ]  # fmt: skip
+    for path in _OS_DIRS:
+        if os.path.islink(path):  # merged-/usr systems: /lib -> usr/lib
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in _ETC_FILES:
+        if os.path.exists(path):
+            args += ["--ro-bind", path, path]
+    return args + ["--proc", "/proc", "--dev", "/dev"]
+
+
+@functools.cache
+def _probe(bwrap: str) -> None:
+    """Fail early, with bwrap's own words, where it cannot create the namespaces."""
+    cmd = [bwrap, *_isolation_args(), "--remount-ro", "/", "--", "/bin/true"]
+    probe = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise SandboxUnavailableError(
+            f"bubblewrap cannot create its sandbox here: {probe.stderr.strip()} "
+            "(bwrap >= 0.8 and unprivileged user namespaces, or root, are required)"
+        )
+
+
+class BwrapExecutor(HelperExecutor):
+    """Runs agent code in a bubblewrap sandbox (see the module docstring for what it sees).
+
+    Raises :class:`SandboxUnavailableError` at construction when ``bwrap`` is missing or
+    cannot create namespaces on this machine. Per run, rlimits always apply; a per-run
+    cgroup (memory, pids, cpuacct) and a sized tmpfs work dir apply where the host allows,
+    as recorded in :attr:`ExecutionResult.enforced`.
+    """
+
+    name = "bwrap"
+
+    def __init__(
+        self,
+        runtime: Path | None = None,
+        work_root: Path | None = None,
+        use_cgroups: bool = True,
+        tmpfs_work_dir: bool = True,
+    ) -> None:
+        bwrap = shutil.which("bwrap")
+        if bwrap is None:
+            raise SandboxUnavailableError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
+        _probe(bwrap)
+        self.bwrap = bwrap
+        super().__init__(runtime, work_root, use_cgroups, tmpfs_work_dir)
+
+    @property
+    def _namespaces(self) -> bool:
+        return True
+
+    def _command(self, runtime: Runtime, run: RunDir, public_dir: Path, limits: Limits) -> list[str]:
+        tmpfs_bytes = str(limits.tmpfs_mb << 20)
+        env = agent_env(path=f"{RUNTIME_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin", home="/tmp", tmpdir="/tmp")
+        args = [self.bwrap, *_isolation_args()]
+        for key, value in env.items():
+            args += ["--setenv", key, value]
+        # The venv's python is a symlink into the base prefix, so mount it at the same path,
+        # but hide its site-packages: agent code must not import the host's packages.
+        args += ["--ro-bind", str(runtime.base_prefix), str(runtime.base_prefix)]
+        for site in runtime.base_site_packages:
+            if site.is_dir():
+                args += ["--size", "4096", "--tmpfs", str(site), "--remount-ro", str(site)]
+        args += ["--ro-bind", str(runtime.venv), RUNTIME_MOUNT]
+        # Sized tmpfs everywhere: tmpfs pages escape RLIMIT_AS.
+        args += ["--size", tmpfs_bytes, "--tmpfs", "/tmp", "--size", tmpfs_bytes, "--tmpfs", "/dev/shm"]
+        args += ["--bind", str(run.work), WORKSPACE, "--ro-bind", str(public_dir), f"{WORKSPACE}/data"]
+        args += ["--ro-bind", str(run.script), f"{WORKSPACE}/solution.py"]
+        args += ["--chdir", WORKSPACE, "--remount-ro", "/dev", "--remount-ro", "/"]
+        args += ["--json-status-fd", str(STATUS_FD), "--", *AGENT_COMMAND]
+        return args
+
+    def _started(self, status_text: str) -> tuple[bool, int | None]:
+        # bwrap writes "exit-code" only when its setup finished and the command was executed.
+        status = _json_documents(status_text)
+        exit_code = status.get("exit-code")
+        return exit_code is not None, exit_code
+
+    def _kill_sandbox(self, status_text: str, helper_pid: int) -> None:
+        init = _json_documents(status_text).get("child-pid")
+        if init is None:  # bwrap never got as far as starting the sandbox
+            kill_group(helper_pid)
+            return
+        # Kill PID 1's children first and give PID 1 a moment to reap them, so that their CPU
+        # time is accounted even without a cgroup. Then kill PID 1: the kernel kills everything
+        # left in the PID namespace, double-forked daemons included. The helper survives to
+        # copy the submission out.
+        for pid in _children(init):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + REAP_WAIT_S
+        while _running(init) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(init, signal.SIGKILL)
+
+
+def _children(pid: int) -> list[int]:
+    """Host pids of ``pid``'s children (empty if it is gone)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _json_documents(text: str) -> dict:
+    """Merge the JSON documents bwrap wrote one after another (a cut-off last one is ignored)."""
+    decoder = json.JSONDecoder()
+    merged: dict = {}
+    pos = 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            return merged
+        try:
+            doc, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return merged
+        merged.update(doc)
