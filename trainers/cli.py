@@ -177,6 +177,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WMRLError as exc:  # user-facing errors: one clear line, no traceback
         print(f"wmrl: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `wmrl tasks list --json | head` closed the pipe: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
