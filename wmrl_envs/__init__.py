@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 _ENVS = {
     "wmrl/MLEDojo-v0": "wmrl_envs.mle:MLEDojoEnv",
+    "wmrl/LIBERO-Long-v0": "wmrl_envs.libero.env:LiberoLongEnv",
 }
 
 for _env_id, _entry_point in _ENVS.items():

@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from wmrl_envs.errors import TaskFormatError
+from wmrl_envs.errors import ConfigError, TaskFormatError
 from wmrl_envs.sandbox.limits import Limits
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from wmrl_envs.grading import Leaderboard
 
 Split = Literal["train", "heldout"]
 SPLITS: tuple[str, ...] = ("train", "heldout")
@@ -29,7 +34,7 @@ class TaskSpec:
     """Everything WMRL needs to know about a task, as written in ``task.yaml``.
 
     Attributes:
-        id: Unique, filesystem-safe task id (``[a-z0-9_-]``).
+        id: Unique, filesystem-safe task id (``[A-Za-z0-9_.-]``).
         name: Human-readable name.
         suite: Suite the task belongs to (``mle``, ``dsbench`` or a user suite).
         env_id: Gymnasium id of the environment that serves it.
@@ -59,14 +64,22 @@ class TaskSpec:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not self.id or not all(c.isalnum() or c in "_-." for c in self.id):
+        if not isinstance(self.id, str) or not self.id or not all(c.isalnum() or c in "_-." for c in self.id):
             raise TaskFormatError(f"task id {self.id!r} must be non-empty and use only [A-Za-z0-9_.-]")
         if self.split not in SPLITS:
             raise TaskFormatError(f"task {self.id}: split must be one of {SPLITS}, got {self.split!r}")
         if self.task_type not in TASK_TYPES:
             raise TaskFormatError(f"task {self.id}: task_type must be one of {TASK_TYPES}, got {self.task_type!r}")
+        for name in ("target_columns", "answer_columns"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(c, str) and c for c in value):
+                raise TaskFormatError(f"task {self.id}: {name} must be a list of column names, got {value!r}")
         if not self.target_columns:
             raise TaskFormatError(f"task {self.id}: target_columns must not be empty")
+        if isinstance(self.classes, (str, dict)):
+            raise TaskFormatError(f"task {self.id}: classes must be a list, got {self.classes!r}")
+        if not isinstance(self.meta, dict):
+            raise TaskFormatError(f"task {self.id}: meta must be a mapping, got {type(self.meta).__name__}")
         if self.id_column in self.target_columns:
             raise TaskFormatError(f"task {self.id}: id_column {self.id_column!r} is also a target column")
         # Normalise list-likes from YAML into tuples so specs stay hashable and frozen.
@@ -80,7 +93,7 @@ class TaskSpec:
         return self.split == "heldout"
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], *, source: str = "task.yaml") -> "TaskSpec":
+    def from_dict(cls, data: dict[str, Any], *, source: str = "task.yaml") -> TaskSpec:
         """Validate a parsed ``task.yaml`` mapping; errors name the file and the field."""
         if not isinstance(data, dict):
             raise TaskFormatError(f"{source}: expected a mapping at top level, got {type(data).__name__}")
@@ -93,11 +106,19 @@ class TaskSpec:
         if unknown:
             raise TaskFormatError(f"{source}: unknown field(s) {unknown}")
         kwargs = dict(data)
+        limits = data.get("limits")
+        if limits is not None and not isinstance(limits, dict):
+            raise TaskFormatError(f"{source}: limits must be a mapping, got {type(limits).__name__}")
         try:
-            kwargs["limits"] = Limits.from_mapping(data.get("limits"))
-        except Exception as exc:  # ConfigError or TypeError from a malformed block
+            kwargs["limits"] = Limits.from_mapping(limits)
+        except ConfigError as exc:
             raise TaskFormatError(f"{source}: bad limits block: {exc}") from exc
-        return cls(**kwargs)
+        if kwargs.get("meta") is None:
+            kwargs["meta"] = {}
+        try:
+            return cls(**kwargs)
+        except TaskFormatError as exc:
+            raise TaskFormatError(f"{source}: {exc}") from exc
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -113,6 +134,20 @@ class Task:
     """A loaded task: its spec plus where its files live.
 
     ``private_dir`` is never handed to agent code; only ``public_dir`` is mounted in the sandbox.
+
+    Attributes:
+        spec: The validated task specification.
+        root: The task folder.
+        description_path: What the agent reads (``description.md`` or a foreign layout's file).
+        public_dir: Files the agent may read; mounted as ``data/`` in the sandbox.
+        answers_path: Private answers (id column plus answer columns).
+        leaderboard_path: The primary leaderboard (``rank,score`` or any CSV with a ``score``
+            column); ``None`` only while a built-in suite's leaderboards are being generated.
+        leaderboard_paths: Every leaderboard of the task, primary first (MLE-Dojo ships a
+            private and a public board and averages the position score over both).
+        sample_submission_path: A valid submission in the expected format (default
+            ``public_dir/sample_submission.csv``).
+        layout: The folder layout the task was read from (``native``, ``mledojo``, ``mlebench``, ...).
     """
 
     spec: TaskSpec
@@ -121,6 +156,16 @@ class Task:
     public_dir: Path
     answers_path: Path
     leaderboard_path: Path | None = None
+    leaderboard_paths: tuple[Path, ...] = ()
+    sample_submission_path: Path | None = None
+    layout: str = "native"
+
+    def __post_init__(self) -> None:
+        if self.sample_submission_path is None:
+            object.__setattr__(self, "sample_submission_path", self.public_dir / "sample_submission.csv")
+        if not self.leaderboard_paths and self.leaderboard_path is not None:
+            object.__setattr__(self, "leaderboard_paths", (self.leaderboard_path,))
+        object.__setattr__(self, "leaderboard_paths", tuple(self.leaderboard_paths))
 
     @property
     def id(self) -> str:
@@ -133,3 +178,32 @@ class Task:
     @cached_property
     def description(self) -> str:
         return self.description_path.read_text(encoding="utf-8")
+
+    def answers(self) -> pd.DataFrame:
+        """The private answers as a DataFrame (a fresh copy on every call)."""
+        import pandas as pd
+
+        return pd.read_csv(self.answers_path)
+
+    def leaderboard(self) -> Leaderboard:
+        """The primary leaderboard, ordered by the metric's direction."""
+        if self.leaderboard_path is None:
+            raise TaskFormatError(f"task {self.id}: has no leaderboard ({self.root})")
+        return self.leaderboards()[0]
+
+    def leaderboards(self) -> list[Leaderboard]:
+        """Every leaderboard of the task, primary first."""
+        return [self._read_leaderboard(p) for p in self.leaderboard_paths]
+
+    def position_score(self, score: float | None) -> float:
+        """MLE-Dojo position score averaged over all of the task's leaderboards."""
+        boards = self.leaderboards()
+        if not boards:
+            raise TaskFormatError(f"task {self.id}: has no leaderboard ({self.root})")
+        return sum(b.position_score(score) for b in boards) / len(boards)
+
+    def _read_leaderboard(self, path: Path) -> Leaderboard:
+        # Imported here: wmrl_envs.grading imports this module, so a top-level import would cycle.
+        from wmrl_envs.grading import Leaderboard, get_metric
+
+        return Leaderboard.from_csv(path, get_metric(self.spec.metric).higher_is_better)

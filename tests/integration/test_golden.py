@@ -1,0 +1,47 @@
+"""Golden tests over every built-in task (MLE-bench style).
+
+For each task of the ``mle`` suite: the answers graded against themselves reach the metric's
+best value, take first place (position score 1.0) and gold on the task's leaderboard; the
+sample submission scores exactly what ``assets/suites/mle.lock.json`` recorded; the leaderboard
+holds at least 50 reference solutions; and the private answers are outside the public folder.
+
+The suite comes from the default cache (``$WMRL_HOME/tasks/mle``), built on first use.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from wmrl_envs.grading import get_metric, grade, perfect_submission, read_submission
+from wmrl_envs.paths import leaderboards_dir
+from wmrl_envs.tasks import get_task
+from wmrl_envs.tasks.builtin import load_suite_def, read_lock
+
+TASK_IDS = [t.id for t in load_suite_def("mle").tasks]
+
+
+@pytest.fixture(scope="module")
+def lock():
+    return read_lock("mle")["tasks"]
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_builtin_task_is_golden(task_id, lock):
+    task = get_task(task_id)
+    spec, metric = task.spec, get_metric(task.spec.metric)
+    answers = task.answers()
+
+    perfect = grade(perfect_submission(answers, spec), answers, spec)
+    assert perfect == pytest.approx(metric.ideal, abs=1e-9)
+    board = task.leaderboard()
+    assert board.n >= 50
+    assert board.position_score(perfect) == 1.0
+    assert board.medal(perfect) == "gold"
+    assert task.leaderboard_path == leaderboards_dir() / "mle" / f"{task_id}.csv"
+
+    sample = grade(read_submission(task.sample_submission_path), answers, spec)
+    assert sample == lock[task_id]["sample_submission_score"]
+
+    public = task.public_dir.resolve()
+    assert not task.answers_path.resolve().is_relative_to(public)
+    assert not any(p.name == "answers.csv" for p in public.rglob("*"))

