@@ -85,6 +85,8 @@ def reward_from_raw(task: Task, raw_score: float) -> tuple[float, dict[str, Any]
         rpg = relative_performance_gap(raw_score, g, b, metric.higher_is_better)
         return float(rpg), {"rpg": float(rpg)}
     report = task.leaderboard().report(raw_score)
+    # MLE-Dojo averages the position score over every board a task has (public and private).
+    report["position_score"] = task.position_score(raw_score)
     return float(report["position_score"]), report
 
 

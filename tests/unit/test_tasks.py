@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+from importlib.metadata import version as package_version
 from pathlib import Path
 
 import pandas as pd
@@ -19,12 +20,14 @@ import yaml
 from wmrl_envs.errors import TaskFormatError, TaskNotFoundError
 from wmrl_envs.tasks import get_task, list_tasks, load_task
 from wmrl_envs.tasks.builtin import (
+    DATA_PACKAGES,
     SUITE_MARKER,
     TASK_MARKER,
     build_suite,
     compare_with_lock,
     ensure_suite,
     load_suite_def,
+    read_lock,
     suite_is_current,
 )
 from wmrl_envs.tasks.cli import add_tasks_parser
@@ -311,7 +314,16 @@ def fresh_suite(tmp_path_factory):
     return home, entries
 
 
+def lock_packages_differ() -> list[str]:
+    """Data packages whose installed version differs from the one the lock was written with."""
+    locked = read_lock("mle")["packages"]
+    return [f"{p} {locked.get(p)} -> {package_version(p)}" for p in DATA_PACKAGES if locked.get(p) != package_version(p)]
+
+
 def test_suite_is_deterministic_and_matches_the_lock(fresh_suite):
+    changed = lock_packages_differ()
+    if changed:
+        pytest.skip(f"the lock was written with other data package versions ({', '.join(changed)})")
     _, entries = fresh_suite
     assert compare_with_lock("mle", entries) == []
 
