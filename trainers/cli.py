@@ -85,7 +85,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         from trainers.policies import policy_responder
 
         eval_config = EvalConfig(env_id=config.env_id, split="heldout", k=args.eval_k, executor=config.executor,
-                                 workers=config.workers, seed=config.seed)
+                                 workers=config.workers, seed=config.seed,
+                                 task_ids=tuple(args.eval_tasks) if args.eval_tasks else None)
         untrained = make_policy(config.policy, seed=config.seed)
         reports = [evaluate(policy_responder(untrained, config.seed), "untrained", eval_config),
                    evaluate(policy_responder(trainer.policy, config.seed), f"trained ({config.mode})", eval_config)]
@@ -153,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="reward the env serves; implied by --mode, checked when given")
     tr.add_argument("--resume", action="store_true", help="continue from the run folder's checkpoint")
     tr.add_argument("--eval-k", type=int, default=4, help="held-out samples per task after training; 0 skips")
+    tr.add_argument("--eval-tasks", nargs="*", help="restrict the held-out evaluation to these task ids")
     tr.set_defaults(func=cmd_train)
 
     ev = sub.add_parser("eval", help="evaluate policies by real execution on a task split")
