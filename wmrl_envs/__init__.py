@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 _ENVS = {
     "wmrl/MLEDojo-v0": "wmrl_envs.mle:MLEDojoEnv",
+    "wmrl/DSBench-v0": "wmrl_envs.dsbench:DSBenchEnv",
     "wmrl/LIBERO-Long-v0": "wmrl_envs.libero.env:LiberoLongEnv",
 }
 

@@ -175,6 +175,15 @@ class Calibrator:
         self._lock = threading.RLock()
         self._reset(config or CalibratorConfig())
 
+    # Locks cannot be pickled or deep-copied: a copy travels as its state and gets a new lock.
+    def __getstate__(self) -> dict[str, Any]:
+        return self.state_dict()
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._lock = threading.RLock()
+        self._reset(CalibratorConfig())
+        self.load_state_dict(state)
+
     def _reset(self, config: CalibratorConfig) -> None:
         self.config = config
         self._wm = np.empty(0)

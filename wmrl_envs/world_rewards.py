@@ -52,20 +52,23 @@ class WorldModelReward:
         world_model: A :class:`~wmrl_envs.world_models.WorldModel` or a registry name.
         calibrator: Calibrator to apply; default the process-wide one for ``calibrator_key``.
         calibrate: False gives the raw world-model score (the uncorrected baseline).
-        calibrator_key: Which shared calibrator to use when none is given.
+        calibrator_key: Which shared calibrator to use when none is given; default
+            ``"<suite>/<world model name>"``.
+        suite: The task suite scored (``mle``, ``dsbench``): suites reward different quantities
+            (position score, RPG), so each gets its own shared calibrator.
         world_model_kwargs: Options for :func:`~wmrl_envs.world_models.make_world_model`.
     """
 
     name = "world_model"
 
     def __init__(self, world_model: Any = "surrogate", calibrator: Calibrator | None = None,
-                 calibrate: bool = True, calibrator_key: str | None = None,
+                 calibrate: bool = True, calibrator_key: str | None = None, suite: str = "mle",
                  world_model_kwargs: dict[str, Any] | None = None) -> None:
         self._world_model_spec = world_model
         self._world_model_kwargs = dict(world_model_kwargs or {})
         self._world_model = None if isinstance(world_model, str) else world_model
         self.calibrate = calibrate
-        self.calibrator_key = calibrator_key or f"mle/{self.world_model_name}"
+        self.calibrator_key = calibrator_key or f"{suite}/{self.world_model_name}"
         self._calibrator = calibrator
         self._own_calibrator = calibrator is not None
 
@@ -73,18 +76,9 @@ class WorldModelReward:
         state = self.__dict__.copy()
         if isinstance(self._world_model_spec, str):
             state["_world_model"] = None  # rebuilt lazily; model weights do not travel
-        # The shared calibrator is re-fetched in the new process; an own one travels as its state.
-        calibrator = state.pop("_calibrator")
-        state["_calibrator_state"] = calibrator.state_dict() if calibrator and self._own_calibrator else None
+        if not self._own_calibrator:
+            state["_calibrator"] = None  # the new process's shared calibrator is fetched on use
         return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        calibrator_state = state.pop("_calibrator_state")
-        self.__dict__.update(state)
-        self._calibrator = None
-        if calibrator_state is not None:
-            self._calibrator = Calibrator()
-            self._calibrator.load_state_dict(calibrator_state)
 
     @property
     def world_model_name(self) -> str:
@@ -145,7 +139,7 @@ class FusedReward:
         workers: Parallel executions for anchors.
         w_max: Upper clip of the anchor fusion weight.
         c: Fusion constant; None uses ``1 / eta2_cal`` from the first calibrated residual.
-        world_model, calibrator, calibrator_key, world_model_kwargs: as :class:`WorldModelReward`.
+        world_model, calibrator, calibrator_key, suite, world_model_kwargs: as :class:`WorldModelReward`.
     """
 
     name = "fused"
@@ -153,7 +147,8 @@ class FusedReward:
     def __init__(self, world_model: Any = "surrogate", anchor_fraction: float = 0.1, seed: int = 0,
                  executor: str = "bwrap", workers: int | None = None, w_max: float = 4.0,
                  c: float | None = None, calibrator: Calibrator | None = None,
-                 calibrator_key: str | None = None, world_model_kwargs: dict[str, Any] | None = None) -> None:
+                 calibrator_key: str | None = None, suite: str = "mle",
+                 world_model_kwargs: dict[str, Any] | None = None) -> None:
         if not 0.0 < anchor_fraction <= 1.0:
             raise ConfigError(f"anchor_fraction must be in (0, 1], got {anchor_fraction}")
         if w_max < 1.0:
@@ -163,7 +158,7 @@ class FusedReward:
         self.w_max = w_max
         self.c = c
         self.real = RealReward(executor=executor, workers=workers)
-        self.wm = WorldModelReward(world_model, calibrator=calibrator, calibrator_key=calibrator_key,
+        self.wm = WorldModelReward(world_model, calibrator=calibrator, calibrator_key=calibrator_key, suite=suite,
                                    world_model_kwargs=world_model_kwargs)
 
     @property

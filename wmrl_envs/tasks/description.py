@@ -19,6 +19,11 @@ from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 # See Also, Value, Arguments) is about R, not about the data.
 _KEPT_SECTIONS = ("description", "format", "details", "source", "note")
 _WIDE = 40  # above this many feature columns the column table becomes a summary
+# How the metric value becomes the task's score, by suite reward (the last sentence of "Evaluation").
+LEADERBOARD_SCORING = "The score is then placed on this task's leaderboard of reference solutions."
+RPG_SCORING = ("The score p is then turned into the relative performance gap RPG = max(0, (p - b) / (g - b)), "
+               "where g is the score of a perfect submission and b that of the trivial baseline "
+               "`data/sample_submission.csv`.")
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,7 @@ def _submission_lines(spec: Any, metric: Any, target: str, n_test: int) -> list[
 
 def render_description(*, spec: Any, metric: Any, target: str, train: pd.DataFrame, n_test: int,
                        context: str, column_notes: Mapping[str, str], text_columns: Sequence[str],
-                       source: str) -> str:
+                       source: str, scoring: str = LEADERBOARD_SCORING) -> str:
     """The full ``description.md`` of a built-in task."""
     direction = "higher is better" if metric.higher_is_better else "lower is better"
     kind = spec.task_type.replace("-", " ")
@@ -222,7 +227,7 @@ def render_description(*, spec: Any, metric: Any, target: str, train: pd.DataFra
         "",
         (
             f"Metric: **{metric.name}** ({metric.description}; {direction}), computed on the hidden labels of "
-            "the test rows. The score is then placed on this task's leaderboard of reference solutions."
+            f"the test rows. {scoring}"
         ),
         "",
         "## Submission format",

@@ -10,6 +10,8 @@ Layouts (see DESIGN §3):
   ``data/private/test_answer.csv`` and ``data/private/{private,public}_leaderboard.csv``.
 * ``mlebench`` (MLE-bench prepared competitions): ``prepared/public/{description.md,
   sample_submission.csv, ...}``, ``prepared/private/<answers>.csv`` and ``leaderboard.csv``.
+* ``dsbench`` (DSBench data modeling, RPG-scored, no leaderboard): ``data_resplit/<name>/``,
+  ``task/<name>.txt`` and ``answers/<name>/test_answer.csv``; see :mod:`wmrl_envs.tasks.dsbench_layout`.
 
 Foreign layouts carry no machine-readable metric. Their id and target columns come from the
 sample submission (first column = id); the metric, the task type and anything else come from
@@ -273,7 +275,8 @@ class NativeLayout(TaskLayout):
         if leaked:
             raise TaskFormatError(f"{test}: test file holds answer column(s) {leaked}; labels must stay private")
 
-        board = self._leaderboard(path, spec, require_leaderboard)
+        # RPG-scored tasks (DSBench) are scored against their recorded g and b, not a leaderboard.
+        board = self._leaderboard(path, spec, require_leaderboard and spec.meta.get("reward") != "rpg")
         task = Task(spec=spec, root=path, description_path=description, public_dir=public, answers_path=answers,
                     leaderboard_path=board, layout=self.name)
         _check_answers(task)
@@ -312,30 +315,20 @@ class ForeignLayout(TaskLayout):
     """Shared logic of layouts without a machine-readable spec: infer columns, read ``wmrl.yaml``."""
 
     default_suite: ClassVar[str]
+    default_env_id: ClassVar[str] = DEFAULT_ENV_ID
 
     @abstractmethod
     def files(self, path: Path, located: Mapping[str, Any], require_leaderboard: bool) -> _Files:
         """Locate (and check) the task's files; ``located`` holds explicit file keys from the overlay."""
 
     def load(self, path: Path, overrides: Mapping[str, Any], require_leaderboard: bool) -> Task:
-        overlay_path = path / OVERLAY_FILE
-        overlay: dict[str, Any] = {}
-        if overlay_path.is_file():
-            data = read_yaml(overlay_path, OVERLAY_FILE)
-            if not isinstance(data, dict):
-                raise TaskFormatError(f"{overlay_path}: expected a mapping at top level, got {type(data).__name__}")
-            unknown = sorted(set(data) - set(SPEC_KEYS) - set(FILE_KEYS))
-            if unknown:
-                raise TaskFormatError(
-                    f"{overlay_path}: unknown key(s) {unknown}; known: {sorted(SPEC_KEYS + FILE_KEYS)}"
-                )
-            overlay = data
+        overlay, source = self.overlay(path)
         fields = {**overlay, **overrides}
         missing = [k for k in ("metric", "task_type") if k not in fields]
         if missing:
             raise TaskFormatError(self._overlay_help(path, missing))
         files = self.files(path, {k: fields[k] for k in FILE_KEYS if k in fields}, require_leaderboard)
-        source = str(overlay_path) if overlay else f"{path} (overrides)"
+        source = source if overlay else f"{path} (overrides)"
         spec = TaskSpec.from_dict(self._spec_fields(path, files, fields, source), source=source)
         validate_spec(spec, source)
         task = Task(spec=spec, root=path, description_path=files.description, public_dir=files.public_dir,
@@ -344,6 +337,11 @@ class ForeignLayout(TaskLayout):
                     layout=self.name)
         _check_answers(task)
         return task
+
+    def overlay(self, path: Path) -> tuple[dict[str, Any], str]:
+        """The task's overlay fields (``wmrl.yaml`` in the task folder; empty if absent) and their source."""
+        overlay_path = path / OVERLAY_FILE
+        return (read_overlay(overlay_path) if overlay_path.is_file() else {}), str(overlay_path)
 
     def _overlay_help(self, path: Path, missing: list[str]) -> str:
         from wmrl_envs.grading import METRICS
@@ -380,7 +378,7 @@ class ForeignLayout(TaskLayout):
             "id": fields.get("id", safe_task_id(path.name)),
             "name": fields.get("name", path.name),
             "suite": fields.get("suite", self.default_suite),
-            "env_id": fields.get("env_id", DEFAULT_ENV_ID),
+            "env_id": fields.get("env_id", self.default_env_id),
             "split": fields.get("split", "heldout"),
             "metric": fields["metric"],
             "task_type": fields["task_type"],
@@ -409,6 +407,21 @@ class ForeignLayout(TaskLayout):
             f"{answers}: cannot tell which answer column(s) to grade ({others} for submission columns {targets}); "
             f"set answer_columns in {OVERLAY_FILE}"
         )
+
+
+def read_overlay(path: Path) -> dict[str, Any]:
+    """The fields of an overlay file (``wmrl.yaml``), checked by :func:`check_overlay`."""
+    return check_overlay(read_yaml(path, OVERLAY_FILE), str(path))
+
+
+def check_overlay(data: Any, where: str) -> dict[str, Any]:
+    """Check parsed overlay fields: a mapping of spec and file keys; ``where`` names them in errors."""
+    if not isinstance(data, dict):
+        raise TaskFormatError(f"{where}: expected a mapping at top level, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(SPEC_KEYS) - set(FILE_KEYS))
+    if unknown:
+        raise TaskFormatError(f"{where}: unknown key(s) {unknown}; known: {sorted(SPEC_KEYS + FILE_KEYS)}")
+    return data
 
 
 def _sorted_labels(answers: Path, column: str) -> list[Any]:
@@ -512,3 +525,6 @@ class MLEBenchLayout(ForeignLayout):
 
 for _layout in (NativeLayout(), MLEDojoLayout(), MLEBenchLayout()):
     register_layout(_layout)
+
+# Last: the DSBench layout builds on ForeignLayout and registers itself when imported.
+from wmrl_envs.tasks import dsbench_layout  # noqa: E402,F401
