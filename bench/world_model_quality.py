@@ -1,0 +1,262 @@
+"""How good and how cheap the surrogate world model is, on held-out tasks it never saw.
+
+Uses the held-out rows of the corpus (solutions executed in the sandbox, none of them seen in
+training) and the shipped artefact:
+
+1. ranking: Spearman rho of predicted vs real position score, over all rows and as the mean
+   over tasks; the embedding head and the static head (``embed=False``) side by side.
+2. calibration: MAE of raw vs isotonic-calibrated predictions against the number of anchor
+   pairs. For each n in ``--pairs`` and each seed, n pairs are drawn from the held-out rows,
+   a fresh :class:`~wmrl_envs.calibration.Calibrator` (default config, as environments use)
+   is fitted on them and both MAEs are measured on the rows not drawn. When n leaves fewer
+   than ``--min-eval`` rows, the pairs are drawn with replacement (marked in the table).
+3. cost: seconds per solution of ``predict()`` on a batch of held-out scripts (encoder
+   already loaded; its one-off load is reported apart) vs executing a sample of the same
+   scripts through :class:`~wmrl_envs.rewards.RealReward` in the same run, one at a time.
+
+Writes ``bench/results/world_model_quality.{json,md,png}``. Targets: rho >= 0.5, calibrated
+MAE at least 30% below raw MAE by 100 pairs, world model at least 50x cheaper than execution.
+
+    python bench/world_model_quality.py [--corpus assets/world_models/corpus.csv] [--seeds 20] [--exec-sample 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread: the fair per-solution comparison on a shared box
+
+import numpy as np
+from scipy.stats import spearmanr
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agents.code.grammar import SolutionChoices, render_script
+from wmrl_envs.calibration import Calibrator
+from wmrl_envs.rewards import RealReward
+from wmrl_envs.tasks import get_task
+from wmrl_envs.world_models import corpus as corpus_lib
+from wmrl_envs.world_models import surrogate as surrogate_lib
+
+RESULTS = REPO / "bench" / "results"
+TARGET_RHO = 0.5
+TARGET_MAE_REDUCTION = 0.30
+TARGET_COST_RATIO = 50.0
+
+
+def render(spec, choices: dict[str, str], seed: int) -> str:
+    return render_script(spec, SolutionChoices(**choices), seed)
+
+
+def heldout_rows(corpus_path: Path):
+    """Tasks, scripts and real scores of the corpus's held-out rows (never trained on)."""
+    frame = corpus_lib.read_corpus(corpus_path)
+    frame = frame[frame["split"] == "heldout"].reset_index(drop=True)
+    tasks = {tid: get_task(tid) for tid in frame["task_id"].unique()}
+    if any(not t.spec.is_heldout for t in tasks.values()):
+        raise SystemExit("corpus rows marked heldout belong to a train task: rebuild the corpus")
+    items = corpus_lib.corpus_items(frame)
+    row_tasks = [tasks[i.task_id] for i in items]
+    scripts = [i.script(t.spec, render) for i, t in zip(items, row_tasks)]
+    return row_tasks, scripts, frame["real_score"].to_numpy(float), frame
+
+
+def ranking(pred: np.ndarray, real: np.ndarray, task_ids: np.ndarray) -> dict[str, float]:
+    """Spearman rho overall and averaged over tasks whose real scores vary, plus raw MAE."""
+    per_task = {t: float(spearmanr(pred[task_ids == t], real[task_ids == t]).statistic)
+                for t in np.unique(task_ids) if np.ptp(real[task_ids == t]) > 0 and np.ptp(pred[task_ids == t]) > 0}
+    return {
+        "spearman": float(spearmanr(pred, real).statistic),
+        "spearman_mean_per_task": float(np.mean(list(per_task.values()))),
+        "spearman_per_task": {t: round(v, 3) for t, v in sorted(per_task.items())},
+        "mae_raw": float(np.abs(pred - real).mean()),
+    }
+
+
+def calibration_curve(pred: np.ndarray, real: np.ndarray, task_ids: np.ndarray, sizes: list[int],
+                      seeds: int, min_eval: int) -> list[dict[str, float]]:
+    """Raw vs calibrated MAE on undrawn rows, mean and sd over seeds, per number of anchor pairs."""
+    rows = []
+    for n in sizes:
+        replace = n > len(real) - min_eval
+        raw_mae, cal_mae = [], []
+        for seed in range(seeds):
+            rng = np.random.default_rng(seed)
+            drawn = rng.choice(len(real), size=n, replace=replace)
+            rest = np.setdiff1d(np.arange(len(real)), drawn)
+            calibrator = Calibrator()
+            calibrator.add_pairs(pred[drawn], real[drawn], list(task_ids[drawn]))
+            calibrated = calibrator.calibrate(pred[rest], list(task_ids[rest]))
+            raw_mae.append(np.abs(pred[rest] - real[rest]).mean())
+            cal_mae.append(np.abs(calibrated - real[rest]).mean())
+        rows.append({
+            "pairs": n, "with_replacement": replace,
+            "mae_raw_mean": float(np.mean(raw_mae)), "mae_raw_sd": float(np.std(raw_mae)),
+            "mae_calibrated_mean": float(np.mean(cal_mae)), "mae_calibrated_sd": float(np.std(cal_mae)),
+            "reduction": float(1 - np.mean(cal_mae) / np.mean(raw_mae)),
+        })
+    return rows
+
+
+def world_model_cost(model, tasks, scripts) -> dict[str, float]:
+    """Per-solution wall and CPU seconds of a batched predict(), encoder loaded beforehand."""
+    start = time.perf_counter()
+    model.predict(tasks[:1], scripts[:1])  # loads the encoder once per process
+    cold = time.perf_counter() - start
+    wall, cpu = time.perf_counter(), time.process_time()
+    model.predict(tasks, scripts)
+    return {"batch": len(scripts), "wall_s_per_solution": (time.perf_counter() - wall) / len(scripts),
+            "cpu_s_per_solution": (time.process_time() - cpu) / len(scripts), "cold_start_s": cold}
+
+
+def execution_cost(tasks, scripts, sample: int) -> dict[str, float]:
+    """Per-solution wall and CPU seconds of sandboxed execution and grading, one run at a time."""
+    picks = np.random.default_rng(0).choice(len(scripts), size=min(sample, len(scripts)), replace=False)
+    reward = RealReward(workers=1)
+    walls, cpus, infra = [], [], 0
+    for i in picks:
+        start = time.perf_counter()
+        result = reward.score_group(tasks[i], [scripts[i]])[0]
+        if result.infra_failure:
+            infra += 1
+            continue
+        walls.append(time.perf_counter() - start)
+        cpus.append(result.cost.get("execution_cpu_s", 0.0))
+    reward.close()
+    return {"runs": len(walls), "infra_failures": infra, "wall_s_per_solution": float(np.mean(walls)),
+            "cpu_s_per_solution": float(np.mean(cpus))}
+
+
+def plot(curve: list[dict[str, float]], pred: np.ndarray, real: np.ndarray, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    n = [r["pairs"] for r in curve]
+    for key, label in (("mae_raw", "raw"), ("mae_calibrated", "calibrated")):
+        mean = np.array([r[f"{key}_mean"] for r in curve])
+        sd = np.array([r[f"{key}_sd"] for r in curve])
+        left.plot(n, mean, marker="o", label=label)
+        left.fill_between(n, mean - sd, mean + sd, alpha=0.2)
+    left.set(xscale="log", xlabel="anchor pairs", ylabel="MAE on held-out rows", title="Calibration (held-out tasks)")
+    left.legend()
+    right.scatter(pred, real, s=8, alpha=0.5)
+    right.plot([0, 1], [0, 1], color="grey", lw=0.8)
+    right.set(xlabel="surrogate prediction (raw)", ylabel="real position score", title="Held-out solutions",
+              xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def machine() -> dict[str, object]:
+    with open("/proc/meminfo") as fh:
+        mem_kb = int(next(line for line in fh if line.startswith("MemTotal")).split()[1])
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain"], check=False, cwd=REPO, capture_output=True, text=True).stdout)
+    return {"cores": os.cpu_count(), "ram_gib": round(mem_kb / 2**20, 1), "git_commit": commit, "git_dirty": dirty,
+            "date": dt.datetime.now().isoformat(timespec="seconds")}
+
+
+def markdown(report: dict) -> str:
+    r, s, c, m = report["ranking"]["embed"], report["ranking"]["static"], report["cost"], report["machine"]
+    lines = [
+        "### Surrogate world model quality (held-out tasks)",
+        "",
+        (f"{m['cores']} cores, {m['ram_gib']} GiB RAM, {m['date'][:10]}, commit `{m['git_commit'][:10]}`; "
+         f"{report['config']['rows']} held-out solutions on {report['config']['tasks']} tasks, "
+         f"{report['config']['seeds']} seeds per anchor count."),
+        "",
+        "| head | Spearman rho | mean per-task rho | raw MAE |",
+        "|---|---:|---:|---:|",
+        f"| MiniLM + code features | {r['spearman']:.3f} | {r['spearman_mean_per_task']:.3f} | {r['mae_raw']:.3f} |",
+        f"| code features only | {s['spearman']:.3f} | {s['spearman_mean_per_task']:.3f} | {s['mae_raw']:.3f} |",
+        "",
+        "| anchor pairs | raw MAE | calibrated MAE | reduction |",
+        "|---:|---:|---:|---:|",
+    ]
+    for row in report["calibration"]:
+        mark = "†" if row["with_replacement"] else ""
+        lines.append(f"| {row['pairs']}{mark} | {row['mae_raw_mean']:.3f} ± {row['mae_raw_sd']:.3f} | "
+                     f"{row['mae_calibrated_mean']:.3f} ± {row['mae_calibrated_sd']:.3f} | {row['reduction']:.0%} |")
+    if any(row["with_replacement"] for row in report["calibration"]):
+        lines.append("")
+        lines.append("† more pairs than the held-out corpus can spare: drawn with replacement, scored on undrawn rows.")
+    t = report["targets"]
+    lines += [
+        "",
+        (f"Cost per solution: world model {c['world_model']['wall_s_per_solution'] * 1000:.0f} ms "
+         f"(batch of {c['world_model']['batch']}; encoder load {c['world_model']['cold_start_s']:.1f} s once), "
+         f"sandboxed execution {c['execution']['wall_s_per_solution']:.1f} s ({c['execution']['runs']} runs): "
+         f"**{c['ratio_wall']:.0f}x** cheaper (CPU-seconds: {c['ratio_cpu']:.0f}x)."),
+        "",
+        (f"Targets: rho >= {TARGET_RHO} ({_verdict(t['rho'])}), calibrated MAE >= {TARGET_MAE_REDUCTION:.0%} below "
+         f"raw by 100 pairs ({_verdict(t['calibration'])}), >= {TARGET_COST_RATIO:.0f}x cheaper "
+         f"({_verdict(t['cost'])})."),
+        "",
+        "Rerun: `python bench/world_model_quality.py`",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=REPO / "assets" / "world_models" / "corpus.csv")
+    parser.add_argument("--artefact", type=Path, default=surrogate_lib.default_path())
+    parser.add_argument("--pairs", type=int, nargs="+", default=[10, 30, 100, 300])
+    parser.add_argument("--seeds", type=int, default=20, help="anchor draws per pair count")
+    parser.add_argument("--min-eval", type=int, default=40, help="fewest rows left to score a calibrator on")
+    parser.add_argument("--exec-sample", type=int, default=16, help="scripts executed for the cost comparison")
+    args = parser.parse_args()
+
+    tasks, scripts, real, frame = heldout_rows(args.corpus)
+    task_ids = frame["task_id"].to_numpy()
+    model = surrogate_lib.SurrogateWorldModel.load(args.artefact)
+    wm_cost = world_model_cost(model, tasks, scripts)
+    pred = np.array([p.score for p in model.predict(tasks, scripts)])
+    static = np.array([p.score for p in surrogate_lib.SurrogateWorldModel.load(args.artefact, embed=False)
+                       .predict(tasks, scripts)])
+    exec_cost = execution_cost(tasks, scripts, args.exec_sample)
+
+    report = {
+        "machine": machine(),
+        "config": {"corpus": os.path.relpath(args.corpus.resolve(), REPO), "corpus_sha256":
+                   corpus_lib.corpus_sha256(args.corpus), "artefact": model.manifest.get("corpus"),
+                   "rows": len(real), "tasks": int(np.unique(task_ids).size), "pairs": args.pairs,
+                   "seeds": args.seeds, "min_eval": args.min_eval, "exec_sample": args.exec_sample,
+                   "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+                   "calibrator": Calibrator().config.to_dict()},
+        "ranking": {"embed": ranking(pred, real, task_ids), "static": ranking(static, real, task_ids)},
+        "calibration": calibration_curve(pred, real, task_ids, args.pairs, args.seeds, args.min_eval),
+        "cost": {"world_model": wm_cost, "execution": exec_cost,
+                 "ratio_wall": exec_cost["wall_s_per_solution"] / wm_cost["wall_s_per_solution"],
+                 "ratio_cpu": exec_cost["cpu_s_per_solution"] / wm_cost["cpu_s_per_solution"]},
+    }
+    at_100 = next((r for r in report["calibration"] if r["pairs"] == 100), None)
+    report["targets"] = {
+        "rho": report["ranking"]["embed"]["spearman"] >= TARGET_RHO,
+        "calibration": at_100 is not None and at_100["reduction"] >= TARGET_MAE_REDUCTION,
+        "cost": report["cost"]["ratio_wall"] >= TARGET_COST_RATIO,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "world_model_quality.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "world_model_quality.md").write_text(markdown(report))
+    plot(report["calibration"], pred, real, RESULTS / "world_model_quality.png")
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()

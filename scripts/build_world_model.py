@@ -1,0 +1,171 @@
+"""Build the surrogate world model's corpus and artefact (DESIGN §7).
+
+Execute sampled grammar solutions (plus reference and deliberately broken ones) in the
+sandbox and append the outcomes to the corpus CSV; rerunning resumes where it stopped::
+
+    python scripts/build_world_model.py --corpus assets/world_models/corpus.csv --split train --per-task 14
+    python scripts/build_world_model.py --corpus assets/world_models/corpus.csv --split heldout --per-task 15
+
+Fit the surrogate on the corpus's train-split rows and write ``assets/world_models/surrogate.{joblib,json}``::
+
+    python scripts/build_world_model.py --corpus assets/world_models/corpus.csv --train
+
+``--cv`` reports grouped (leave-tasks-out) cross-validation on the train rows instead of
+fitting; use it to choose settings without looking at held-out tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+# Agent code and the encoder both get one thread each: on a shared 2-core machine more
+# threads run slower (NOTES.md).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agents.code.grammar import REFERENCE_SOLUTIONS, SLOTS, SolutionChoices, render_script
+from wmrl_envs.tasks import get_task, list_tasks
+from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.world_models import corpus as corpus_lib
+from wmrl_envs.world_models.surrogate import SurrogateConfig, SurrogateWorldModel, default_path
+
+log = logging.getLogger("build_world_model")
+DEFAULT_CORPUS = REPO / "assets" / "world_models" / "corpus.csv"
+# Favour cheap solutions so the corpus builds in well under an hour on two workers; every
+# option keeps a fair share, so the world model still sees the expensive ones.
+SLOT_WEIGHTS = {
+    "capacity": {"low": 3.0, "medium": 2.0, "high": 1.0},
+    "validation": {"none": 3.0, "holdout": 3.0, "cv3": 1.0},
+}
+
+
+def render(spec: TaskSpec, choices: dict[str, str], seed: int) -> str:
+    """The grammar's renderer, in the form the corpus builder takes."""
+    return render_script(spec, SolutionChoices(**choices), seed)
+
+
+def build(args: argparse.Namespace) -> None:
+    tasks = list_tasks(suite=args.suite, split=args.split)
+    if args.tasks:
+        tasks = [t for t in tasks if t.id in set(args.tasks)]
+    plan = corpus_lib.plan_corpus(
+        tasks, SLOTS, [c.to_dict() for c in REFERENCE_SOLUTIONS.values()], per_task=args.per_task,
+        broken_fraction=args.broken_fraction, slot_weights=SLOT_WEIGHTS, seed=args.seed)
+    log.info("%d tasks, %d planned executions (%s split)", len(tasks), len(plan), args.split)
+    stats = corpus_lib.build_corpus(plan, {t.id: t for t in tasks}, render, args.corpus, workers=args.workers,
+                                    wall_s=args.wall_s, loop_wall_s=args.loop_wall_s)
+    log.info("%s", stats)
+    _record_build(args, stats)
+
+
+def _record_build(args: argparse.Namespace, stats: corpus_lib.BuildStats) -> None:
+    """Append this run's counts and wall time to ``<corpus>.builds.json`` (what a build costs)."""
+    log_path = Path(args.corpus).with_suffix(".builds.json")
+    runs = json.loads(log_path.read_text()) if log_path.exists() else []
+    runs.append({"split": args.split, "per_task": args.per_task, "workers": args.workers, "wall_cap_s": args.wall_s,
+                 "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "cores": os.cpu_count(), **asdict(stats)})
+    log_path.write_text(json.dumps(runs, indent=2) + "\n")
+
+
+def training_set(corpus_path: Path) -> tuple[list, list[str], np.ndarray, pd.DataFrame]:
+    """Tasks, re-rendered scripts and real scores of the corpus's train-split rows."""
+    frame = corpus_lib.read_corpus(corpus_path)
+    frame = frame[frame["split"] == "train"].reset_index(drop=True)
+    tasks = {tid: get_task(tid) for tid in frame["task_id"].unique()}
+    items = corpus_lib.corpus_items(frame)
+    row_tasks = [tasks[item.task_id] for item in items]
+    scripts = [item.script(task.spec, render) for item, task in zip(items, row_tasks)]
+    return row_tasks, scripts, frame["real_score"].to_numpy(float), frame
+
+
+def train(args: argparse.Namespace) -> None:
+    tasks, scripts, scores, frame = training_set(Path(args.corpus))
+    metadata = {
+        "corpus": {"path": os.path.relpath(Path(args.corpus).resolve(), REPO),
+                   "sha256": corpus_lib.corpus_sha256(args.corpus), "rows_train": len(frame)},
+        "rebuild": f"python scripts/build_world_model.py --corpus {os.path.relpath(Path(args.corpus).resolve(), REPO)} "
+                   "--train",
+    }
+    start = time.perf_counter()
+    model = SurrogateWorldModel.fit(tasks, scripts, scores, embed=not args.no_embed, config=_config(args),
+                                    metadata=metadata)
+    path = model.save(args.output)
+    log.info("fitted on %d rows of %d tasks in %.0f s; wrote %s (%.0f kB)", len(scores), len(set(frame.task_id)),
+                 time.perf_counter() - start, path, path.stat().st_size / 1024)
+
+
+def cross_validate(args: argparse.Namespace) -> None:
+    """Leave-tasks-out CV on train rows: Spearman rho overall and mean per task, and MAE."""
+    from scipy.stats import spearmanr
+
+    tasks, scripts, scores, frame = training_set(Path(args.corpus))
+    ids = frame["task_id"].to_numpy()
+    names = np.unique(ids)
+    fold_of = {name: i % args.cv for i, name in enumerate(np.random.default_rng(0).permutation(names))}
+    folds = np.array([fold_of[t] for t in ids])
+    config = _config(args)
+    results = {}
+    for embed in ([False] if args.no_embed else [False, True]):
+        pred = np.empty(len(scores))
+        for k in range(args.cv):
+            fit_rows, test_rows = np.flatnonzero(folds != k), np.flatnonzero(folds == k)
+            model = SurrogateWorldModel.fit([tasks[i] for i in fit_rows], [scripts[i] for i in fit_rows],
+                                            scores[fit_rows], embed=embed, config=config)
+            pred[test_rows] = [p.score for p in model.predict([tasks[i] for i in test_rows],
+                                                                [scripts[i] for i in test_rows])]
+        per_task = [spearmanr(pred[ids == t], scores[ids == t]).statistic for t in names
+                    if np.ptp(scores[ids == t]) > 0]
+        results["embed" if embed else "static"] = {
+            "spearman": round(float(spearmanr(pred, scores).statistic), 3),
+            "spearman_per_task": round(float(np.nanmean(per_task)), 3),
+            "mae": round(float(np.abs(pred - scores).mean()), 3),
+        }
+    print(json.dumps({"config": asdict(config), "folds": args.cv, "cv": results}, indent=2))
+
+
+def _config(args: argparse.Namespace) -> SurrogateConfig:
+    overrides = json.loads(args.config) if args.config else {}
+    return replace(SurrogateConfig(), **overrides)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="corpus CSV (appended to, resumable)")
+    parser.add_argument("--suite", default="mle", help="task suite")
+    parser.add_argument("--split", choices=("train", "heldout"), default="train", help="split to execute")
+    parser.add_argument("--tasks", nargs="*", help="only these task ids")
+    parser.add_argument("--per-task", type=int, default=14, help="executions per task")
+    parser.add_argument("--broken-fraction", type=float, default=0.15, help="share of mutated (broken) scripts")
+    parser.add_argument("--workers", type=int, default=2, help="sandbox runs at once")
+    parser.add_argument("--wall-s", type=float, default=60.0, help="cap on each run's wall-clock limit")
+    parser.add_argument("--loop-wall-s", type=float, default=30.0, help="wall-clock limit of infinite-loop runs")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the sampled solutions")
+    parser.add_argument("--train", action="store_true", help="fit the surrogate on the train rows and save it")
+    parser.add_argument("--cv", type=int, default=0, help="K-fold leave-tasks-out CV on train rows (no fit)")
+    parser.add_argument("--no-embed", action="store_true", help="fit without the MiniLM embedding head")
+    parser.add_argument("--config", help='SurrogateConfig overrides as JSON, e.g. \'{"n_members": 4}\'')
+    parser.add_argument("--output", type=Path, default=default_path(), help="artefact path (.joblib)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if args.cv:
+        cross_validate(args)
+    elif args.train:
+        train(args)
+    else:
+        build(args)
+
+
+if __name__ == "__main__":
+    main()

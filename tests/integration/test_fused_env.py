@@ -1,0 +1,74 @@
+"""wmrl/MLEDojo-v0 with world-model and fused rewards, scored by the shipped surrogate.
+
+Every env gets its own ``Calibrator`` so tests never share the process-wide one.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import wmrl_envs  # noqa: F401  (registers the ids)
+from agents.code.grammar import REFERENCE_SOLUTIONS, render_response
+from wmrl_envs.calibration import Calibrator
+from wmrl_envs.tasks import list_tasks
+from wmrl_envs.world_rewards import is_anchor_group
+
+ANCHOR_FRACTION = 0.5
+SEED = 0
+# Two members per group: a weak and a strong solution.
+MEMBERS = ("constant", "linear")
+
+
+@pytest.fixture(scope="module")
+def train_task():
+    # The smallest train task keeps the anchor executions quick.
+    return min(list_tasks(suite="mle", split="train"), key=lambda t: t.spec.meta.get("n_train", 1e9))
+
+
+@pytest.mark.parametrize("reward", ["world_model", "fused"])
+def test_check_env_passes(reward):
+    env = gym.make("wmrl/MLEDojo-v0", reward=reward, calibrator=Calibrator())
+    check_env(env.unwrapped, skip_render_check=True)
+    env.close()
+
+
+def test_world_model_episode_fills_the_info(train_task):
+    env = gym.make("wmrl/MLEDojo-v0", reward="world_model", calibrator=Calibrator())
+    env.reset(seed=0, options={"task_id": train_task.id, "group_id": 0})
+    obs, reward, terminated, _, info = env.step(render_response(train_task.spec, REFERENCE_SOLUTIONS["hist_gb"]))
+    assert terminated and info["stream"] == "world_model" and info["valid"]
+    assert 0.0 <= info["wm_score_raw"] <= 1.0 and reward == pytest.approx(info["wm_score_calibrated"])
+    assert info["real_score"] is None and info["cost"]["execution_s"] == 0.0 and info["cost"]["world_model_s"] > 0
+    assert env.observation_space.contains(obs)
+    env.close()
+
+
+def test_fused_groups_share_a_stream_and_anchors_feed_the_calibrator(train_task):
+    # Group ids whose stream the anchor hash fixes: two anchor groups and two world-model groups.
+    anchors = [g for g in range(100) if is_anchor_group(g, ANCHOR_FRACTION, SEED)][:2]
+    others = [g for g in range(100) if not is_anchor_group(g, ANCHOR_FRACTION, SEED)][:2]
+    calibrator = Calibrator()
+    env = gym.make("wmrl/MLEDojo-v0", reward="fused", anchor_fraction=ANCHOR_FRACTION, seed=SEED,
+                   calibrator=calibrator, workers=2)
+    streams: dict[int, set[str]] = {}
+    for group in sorted(anchors + others):
+        for name in MEMBERS:
+            env.reset(seed=group, options={"task_id": train_task.id, "group_id": group})
+            _, reward, terminated, _, info = env.step(render_response(train_task.spec, REFERENCE_SOLUTIONS[name]))
+            assert terminated and info["valid"], info["error"]
+            streams.setdefault(group, set()).add(info["stream"])
+            assert info["wm_score_raw"] is not None and info["wm_score_calibrated"] is not None
+            assert info["cost"]["world_model_s"] > 0 and info["fusion_weight"] >= 1.0
+            if info["stream"] == "anchor":
+                assert info["real_score"] is not None and reward == pytest.approx(info["real_score"])
+                assert info["cost"]["execution_s"] > 0
+            else:
+                assert info["real_score"] is None and info["cost"]["execution_s"] == 0.0
+                assert reward == pytest.approx(info["wm_score_calibrated"])
+    assert all(len(s) == 1 for s in streams.values())  # every member of a group shares its stream
+    assert {g for g, s in streams.items() if s == {"anchor"}} == set(anchors)
+    assert {g for g, s in streams.items() if s == {"world_model"}} == set(others)
+    assert calibrator.n_pairs == len(anchors) * len(MEMBERS)
+    env.close()

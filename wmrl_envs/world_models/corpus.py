@@ -1,0 +1,327 @@
+"""The surrogate world model's training corpus: sampled solutions, executed for real.
+
+A corpus row records one execution: which task, which solution (grammar choices, render seed
+and mutation) and what the sandbox and grader made of it. Scripts are not stored: they are
+re-rendered deterministically from ``(choices, seed, mutation)``, which keeps the CSV small.
+
+About 15% of the planned solutions are *broken* on purpose by a deterministic mutation of the
+rendered script (:data:`BROKEN_MUTATIONS`). Failing scripts must be in the corpus, or the
+world model never learns that a script that crashes, writes nothing or writes the wrong
+columns scores 0.
+
+``wmrl_envs`` never imports ``agents`` (DESIGN §2), so the renderer of the grammar is passed
+in by the caller (``scripts/build_world_model.py``) as a :data:`Renderer`.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import dataclasses
+import hashlib
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from wmrl_envs.errors import ConfigError
+from wmrl_envs.rewards import RealReward, ScoreResult
+from wmrl_envs.tasks.spec import Task, TaskSpec
+
+log = logging.getLogger(__name__)
+
+#: ``render(spec, choices, seed) -> script``: the grammar's renderer.
+Renderer = Callable[[TaskSpec, Mapping[str, str], int], str]
+
+BROKEN_MUTATIONS: tuple[str, ...] = (
+    "syntax_error",  # a closing parenthesis goes missing
+    "wrong_column",  # the target column's name is misspelt
+    "no_submission",  # predictions are written to the wrong file
+    "wrong_columns",  # the submission has an index column or a renamed target column
+    "exception",  # the script crashes after training, before writing
+    "infinite_loop",  # a loop that never ends, killed by the wall-clock limit
+)
+MUTATIONS: tuple[str, ...] = ("none", *BROKEN_MUTATIONS)
+COLUMNS: tuple[str, ...] = (
+    "task_id", "split", "choices", "seed", "mutation",
+    "status", "valid", "real_score", "raw_score", "wall_s", "cpu_s",
+)
+
+
+@dataclass(frozen=True)
+class CorpusItem:
+    """One planned solution: a point of the grammar, a render seed and a mutation."""
+
+    task_id: str
+    split: str
+    choices: str  # compact JSON of the grammar choices, keys sorted
+    seed: int
+    mutation: str = "none"
+
+    @property
+    def key(self) -> tuple[str, str, int, str]:
+        """Identifies the script; a resumed build skips items whose key has a row."""
+        return self.task_id, self.choices, self.seed, self.mutation
+
+    def script(self, spec: TaskSpec, render: Renderer) -> str:
+        """The script this item stands for, rendered and mutated deterministically."""
+        return mutate(render(spec, json.loads(self.choices), self.seed), self.mutation, spec, self.seed)
+
+
+def choices_json(choices: Mapping[str, str]) -> str:
+    return json.dumps(dict(choices), sort_keys=True, separators=(",", ":"))
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+def plan_corpus(
+    tasks: Sequence[Task],
+    slots: Mapping[str, Sequence[str]],
+    references: Iterable[Mapping[str, str]],
+    per_task: int,
+    broken_fraction: float = 0.15,
+    slot_weights: Mapping[str, Mapping[str, float]] | None = None,
+    seed: int = 0,
+) -> list[CorpusItem]:
+    """Plan ``per_task`` solutions for every task: the references, random points, broken variants.
+
+    Args:
+        tasks: Tasks to plan for; each item carries its task's split.
+        slots: The grammar's slots and their options.
+        references: Named reference solutions, planned first on every task (render seed 0).
+        per_task: Solutions per task, references and broken variants included.
+        broken_fraction: Share of mutated solutions (at least one per task when positive).
+        slot_weights: Relative sampling weight of options, per slot (default uniform); e.g.
+            favour low capacity to keep corpus executions short.
+        seed: Seeds every draw, together with the task id.
+    """
+    references = [choices_json(r) for r in references]
+    n_broken = max(1, round(per_task * broken_fraction)) if broken_fraction > 0 else 0
+    if per_task < len(references) + n_broken:
+        raise ConfigError(f"per_task={per_task} leaves no room for {len(references)} references "
+                          f"and {n_broken} broken variants")
+    weights = {slot: [float((slot_weights or {}).get(slot, {}).get(o, 1.0)) for o in options]
+               for slot, options in slots.items()}
+    plan: list[CorpusItem] = []
+    for task in tasks:
+        rng = random.Random(f"{seed}:{task.id}")  # str seeds hash deterministically
+        items = [CorpusItem(task.id, task.spec.split, c, 0) for c in references]
+        while len(items) < per_task - n_broken:
+            item = CorpusItem(task.id, task.spec.split, *_draw(rng, slots, weights))
+            if item not in items:
+                items.append(item)
+        for _ in range(n_broken):
+            choices, render_seed = _draw(rng, slots, weights)
+            items.append(CorpusItem(task.id, task.spec.split, choices, render_seed,
+                                    BROKEN_MUTATIONS[rng.randrange(len(BROKEN_MUTATIONS))]))
+        plan.extend(items)
+    return plan
+
+
+def _draw(rng: random.Random, slots: Mapping[str, Sequence[str]],
+          weights: Mapping[str, list[float]]) -> tuple[str, int]:
+    """A random point of the grammar (as choices JSON) and a render seed."""
+    picked = {slot: rng.choices(list(options), weights[slot])[0] for slot, options in slots.items()}
+    return choices_json(picked), rng.randrange(1000)
+
+
+# ----------------------------------------------------------------------------- mutations
+
+
+def mutate(script: str, mutation: str, spec: TaskSpec, seed: int) -> str:
+    """Break a rendered solution script the way ``mutation`` names (``"none"``: unchanged).
+
+    Mutations are realistic agent mistakes and deterministic in ``(script, spec, seed)``.
+    They need a script that writes ``<frame>.to_csv("submission.csv", ...)`` on one line and
+    names the task's target column as a string literal, as every grammar rendering does.
+
+    Raises:
+        ConfigError: Unknown mutation, or a script without the pattern the mutation edits.
+    """
+    if mutation == "none":
+        return script
+    if mutation not in BROKEN_MUTATIONS:
+        raise ConfigError(f"unknown mutation {mutation!r}; known: {MUTATIONS}")
+    rng = random.Random(f"{mutation}:{seed}")
+    if mutation == "syntax_error":
+        return _drop_closing_paren(script, rng)
+    if mutation == "wrong_column":
+        label = spec.answer_columns[0]
+        for quoted in (repr(label), json.dumps(label)):
+            if quoted in script:
+                return script.replace(quoted, repr(_misspell(label)), 1)
+        raise ConfigError(f"mutation wrong_column: the script never names target column {label!r}")
+
+    lines = script.splitlines()
+    at, indent, frame = _submission_write(lines)
+    if mutation == "no_submission":
+        lines[at] = lines[at].replace("submission.csv", "predictions.csv", 1)
+    elif mutation == "wrong_columns":
+        if rng.random() < 0.5 and "index=False" in lines[at]:
+            lines[at] = re.sub(r",\s*index=False", "", lines[at])  # pandas then writes the index
+        else:
+            lines.insert(at, f'{indent}{frame} = {frame}.rename(columns={{{frame}.columns[-1]: "prediction"}})')
+    elif mutation == "exception":
+        lines.insert(at, rng.choice([
+            f"{indent}{frame}[{frame}.columns[-1]] = blend_weights * {frame}[{frame}.columns[-1]]  # blend",
+            f'{indent}{frame} = {frame}[[{frame}.columns[0], "prediction"]]',
+        ]))
+    else:  # infinite_loop
+        lines[at:at] = [
+            f"{indent}tolerance = 1.0",
+            f"{indent}while tolerance > 0:  # refine until the predictions converge",
+            f"{indent}    tolerance = max(tolerance / 2, 1e-12)",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _misspell(name: str) -> str:
+    """The kind of typo agents make in column names: the first letter's case flipped."""
+    flipped = name[:1].swapcase() + name[1:]
+    return flipped if flipped != name else name + "_"
+
+
+def _submission_write(lines: list[str]) -> tuple[int, str, str]:
+    """Index, indentation and frame name of the line that writes ``submission.csv``."""
+    pattern = re.compile(r"""^(\s*)(\w+)\.to_csv\(\s*["'][^"']*submission\.csv["']""")
+    for i, line in enumerate(lines):
+        if match := pattern.match(line):
+            return i, match.group(1), match.group(2)
+    raise ConfigError("the script has no <frame>.to_csv('submission.csv', ...) line to mutate")
+
+
+def _drop_closing_paren(script: str, rng: random.Random) -> str:
+    """Remove the last ``)`` of a one-line statement, trying lines until the result fails to parse."""
+    lines = script.splitlines()
+    candidates = sorted({node.lineno - 1 for node in ast.walk(ast.parse(script))
+                         if isinstance(node, ast.stmt) and node.lineno == node.end_lineno
+                         and lines[node.lineno - 1].rstrip().endswith(")")})
+    rng.shuffle(candidates)
+    for i in candidates:
+        broken = lines.copy()
+        broken[i] = broken[i].rstrip()[:-1]
+        text = "\n".join(broken) + "\n"
+        try:
+            ast.parse(text)
+        except SyntaxError:
+            return text
+    raise ConfigError("mutation syntax_error: no one-line statement ending in ')' to break")
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def read_corpus(path: str | Path) -> pd.DataFrame:
+    """The corpus CSV as a DataFrame (empty, with the right columns, if the file is missing)."""
+    path = Path(path)
+    if not path.exists():
+        return pd.DataFrame(columns=list(COLUMNS))
+    frame = pd.read_csv(path, dtype={"task_id": str, "choices": str, "mutation": str, "status": str})
+    missing = set(COLUMNS) - set(frame.columns)
+    if missing:
+        raise ConfigError(f"{path}: not a corpus file, it lacks column(s) {sorted(missing)}")
+    return frame
+
+
+def corpus_items(frame: pd.DataFrame) -> list[CorpusItem]:
+    """The items of a corpus frame's rows, in order."""
+    return [CorpusItem(r.task_id, r.split, r.choices, int(r.seed), r.mutation) for r in frame.itertuples()]
+
+
+def corpus_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class BuildStats:
+    """What one :func:`build_corpus` call did."""
+
+    planned: int
+    skipped: int
+    written: int
+    infra_failures: int
+    wall_s: float
+
+
+def build_corpus(
+    plan: Sequence[CorpusItem],
+    tasks: Mapping[str, Task],
+    render: Renderer,
+    path: str | Path,
+    workers: int = 2,
+    wall_s: float | None = 60.0,
+    loop_wall_s: float = 30.0,
+    executor: str = "bwrap",
+    progress: bool = True,
+) -> BuildStats:
+    """Execute every planned item that has no row yet and append one row per execution.
+
+    Rows are appended and flushed as executions finish, so an interrupted build loses at
+    most the runs in flight; rerunning skips every item already in the file. Infrastructure
+    failures are not scores: they are logged and left out (a rerun retries them).
+
+    Args:
+        plan: Items from :func:`plan_corpus`.
+        tasks: Task of every ``task_id`` in the plan.
+        render: The grammar's renderer.
+        path: Corpus CSV (created with a header if missing).
+        workers: Sandbox runs at once.
+        wall_s: Cap on each task's wall-clock limit for corpus runs (None keeps the task's).
+        loop_wall_s: Wall-clock limit of ``infinite_loop`` items, which always run into it.
+        executor: Sandbox backend.
+        progress: Show a progress bar.
+    """
+    path = Path(path)
+    done = {item.key for item in corpus_items(read_corpus(path))}
+    todo = [item for item in plan if item.key not in done]
+    reward = RealReward(executor=executor, workers=workers)
+    start = time.perf_counter()
+    written = infra = 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new_file = not path.exists() or path.stat().st_size == 0
+    with path.open("a", newline="", encoding="utf-8") as fh, ThreadPoolExecutor(workers) as threads:
+        writer = csv.writer(fh)
+        if new_file:
+            writer.writerow(COLUMNS)
+        futures = {threads.submit(_execute, item, tasks[item.task_id], render, reward, wall_s, loop_wall_s): item
+                   for item in todo}
+        finished = as_completed(futures)
+        if progress:
+            from tqdm.auto import tqdm  # only when asked for
+
+            finished = tqdm(finished, total=len(todo), desc="corpus runs", mininterval=5)
+        for future in finished:
+            item, result = futures[future], future.result()
+            if result.infra_failure:
+                infra += 1
+                log.warning("infrastructure failure on %s (not a score, not recorded): %s", item.key, result.error)
+                continue
+            writer.writerow(_row(item, result))
+            fh.flush()
+            written += 1
+    reward.close()
+    return BuildStats(len(plan), len(plan) - len(todo), written, infra, time.perf_counter() - start)
+
+
+def _execute(item: CorpusItem, task: Task, render: Renderer, reward: RealReward,
+             wall_s: float | None, loop_wall_s: float) -> ScoreResult:
+    cap = loop_wall_s if item.mutation == "infinite_loop" else wall_s
+    if cap is not None and cap < task.limits.wall_s:
+        limits = dataclasses.replace(task.limits, wall_s=float(cap))
+        task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, limits=limits))
+    return reward.score_group(task, [item.script(task.spec, render)])[0]
+
+
+def _row(item: CorpusItem, result: ScoreResult) -> list[object]:
+    raw = "" if result.raw_score is None else f"{result.raw_score:.6g}"
+    return [item.task_id, item.split, item.choices, item.seed, item.mutation,
+            result.status, int(result.valid), f"{result.real_score:.6g}", raw,
+            f"{result.cost.get('execution_s', 0.0):.2f}", f"{result.cost.get('execution_cpu_s', 0.0):.2f}"]

