@@ -1,0 +1,33 @@
+"""Helpers shared by the LIBERO benchmark scripts: result files and their provenance."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def setup_threads() -> None:
+    """One thread per process: on 2 shared cores more threads only add contention (NOTES.md)."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def write_result(name: str, payload: dict[str, Any], markdown: str) -> Path:
+    """Write ``bench/results/<name>.json`` (with commit, date and machine) and ``<name>.md``."""
+    from trainers.cli import machine_info
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"machine": machine_info(), **payload}
+    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=float))
+    md = RESULTS / f"{name}.md"
+    info = payload["machine"]
+    footer = (f"\n\n{info['cores']} cores, {info['ram_gib']} GiB RAM, {info['date'][:10]}, "
+              f"commit `{info['commit'][:10]}`. Rerun: `python {' '.join(['bench/' + name + '.py', *info['argv']])}`\n")
+    md.write_text(markdown.rstrip() + footer)
+    return md

@@ -1,0 +1,157 @@
+"""MiniVLA on LIBERO-Long: behaviour cloning, then WMRL versus real-reward GRPO fine-tuning.
+
+Stages (each writes under ``runs/libero/`` and is skipped when its output exists):
+
+* ``bc``: behaviour-clone MiniVLA from the scripted controller's successes on init states
+  0-39 (from ``scripts/build_libero_reward_model.py --stage collect`` and
+  ``bench/libero_scripted.py --save``).
+* ``finetune --mode wmrl|real``: the shared :class:`~trainers.wmrl.WMRLTrainer` from the BC
+  policy, with :class:`~trainers.libero_adapter.LiberoAdapter`, for the same number of
+  updates in both modes; the ledger records simulator steps.
+* ``eval --policy NAME``: success per task on held-out init states (40 onward by default).
+* ``report``: the table of every evaluated policy with the simulator steps it consumed.
+
+    python bench/libero_vla.py bc
+    python bench/libero_vla.py finetune --mode wmrl --steps 8 --tasks 0 1 7
+    python bench/libero_vla.py finetune --mode real --steps 8 --tasks 0 1 7
+    python bench/libero_vla.py eval --policy bc --trials 10   # likewise wmrl, real
+    python bench/libero_vla.py report
+
+The full protocol (50 trials per task, init states 0-49) on a bigger machine:
+``python bench/libero_vla.py eval --policy bc --trials 50 --init-start 0``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from libero_common import setup_threads, write_result
+
+RUNS = Path("runs/libero")
+
+
+def stage_bc(args: argparse.Namespace) -> None:
+    from agents.vla.bc import BCConfig, behaviour_clone
+    from wmrl_envs.libero.trajectory import load_trajectories
+
+    out = RUNS / "bc" / "policy.pt"
+    if out.exists():
+        print(f"{out} exists")
+        return
+    # Every successful scripted episode of the training init states, clean or noisy: noisy
+    # successes widen the states seen, and cross-entropy learns the mode of the noisy actions.
+    demos = [t for p in args.demos for t in load_trajectories(p)
+             if t.success and t.source.startswith("scripted") and t.init_state < 40]
+    config = BCConfig(epochs=args.epochs)
+    policy, losses = behaviour_clone(demos, config, progress=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    policy.save(out)
+    (out.parent / "bc.json").write_text(json.dumps({"demos": len(demos), "steps": int(sum(d.steps for d in demos)),
+                                                    "config": vars(config), "losses": losses}, indent=2))
+    print(f"wrote {out} from {len(demos)} demonstrations")
+
+
+def stage_finetune(args: argparse.Namespace) -> None:
+    from agents.vla.policy import MiniVLAPolicy
+    from trainers.libero_adapter import LiberoAdapter
+    from trainers.wmrl import WMRLTrainer
+    from trainers.wmrl_config import WMRLConfig
+
+    run = RUNS / args.mode
+    if (run / "policy.pt").exists():
+        print(f"{run / 'policy.pt'} exists")
+        return
+    policy = MiniVLAPolicy.load(RUNS / "bc" / "policy.pt")
+    policy.config.temperature = args.temperature
+    config = WMRLConfig(mode=args.mode, env_id="wmrl/LIBERO-Long-v0", steps=args.steps,
+                        tasks_per_step=args.tasks_per_step, group_size=args.group_size,
+                        warmup_steps=min(2, args.steps - 1), anchor_fraction=args.anchor_fraction,
+                        learning_rate=args.learning_rate, min_calibration_pairs=8, seed=args.seed,
+                        output_dir=str(run), checkpoint_every=1, tensorboard=False)
+    adapter = LiberoAdapter(task_ids=args.tasks, wm_horizon=args.wm_horizon, seed=args.seed)
+    trainer = WMRLTrainer(config, policy, adapter)
+    trainer.resume()
+    try:
+        trainer.train()
+    finally:
+        adapter.close()
+    policy.save(run / "policy.pt")
+    (run / "ledger.json").write_text(json.dumps(trainer.ledger.metrics(), indent=2))
+
+
+def stage_eval(args: argparse.Namespace) -> None:
+    from agents.vla.policy import MiniVLAPolicy, VLAEpisodePolicy
+    from wmrl_envs.libero.evaluate import evaluate_libero
+    from wmrl_envs.libero.trajectory import save_trajectories
+
+    out = RUNS / args.policy / f"eval-{args.init_start}-{args.trials}.json"
+    if out.exists():
+        print(f"{out} exists")
+        return
+    policy = MiniVLAPolicy.load(RUNS / args.policy / "policy.pt")
+    inits = list(range(args.init_start, args.init_start + args.trials))
+    report = evaluate_libero(VLAEpisodePolicy(policy, greedy=True), trials=args.trials, tasks=args.tasks,
+                             init_states=inits, name=args.policy, keep_trajectories=True)
+    save_trajectories(out.with_suffix(".npz"), report.trajectories)
+    out.write_text(json.dumps(report.to_dict(), indent=2))
+    print(report.to_markdown())
+
+
+def stage_report(args: argparse.Namespace) -> None:
+    rows, payload = [], {}
+    for name in ("bc", "wmrl", "real"):
+        evals = sorted((RUNS / name).glob("eval-*.json"))
+        if not evals:
+            continue
+        report = json.loads(evals[-1].read_text())
+        ledger_path = RUNS / name / "ledger.json"
+        ledger = json.loads(ledger_path.read_text()) if ledger_path.exists() else {}
+        payload[name] = {"eval": report, "ledger": ledger}
+        per_task = " | ".join(f"{t['success_rate']:.2f}" for t in report["tasks"])
+        rows.append(f"| {name} | {per_task} | **{report['success_rate']:.3f}** | "
+                    f"{int(ledger.get('cost/simulation_count', 0))} | {ledger.get('cost/simulation_s', 0.0):.0f} |")
+    tasks = payload[next(iter(payload))]["eval"]["tasks"] if payload else []
+    header = " | ".join(str(t["task_index"]) for t in tasks)
+    md = "\n".join([
+        "### MiniVLA on LIBERO-Long (state input, greedy actions, held-out init states)", "",
+        f"| policy | {header} | mean | training sim steps | training sim s |",
+        "|---|" + "---:|" * (len(tasks) + 3), *rows])
+    print(write_result("libero_vla", {"config": vars(args), **payload}, md).read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="stage", required=True)
+    bc = sub.add_parser("bc")
+    bc.add_argument("--demos", type=Path, nargs="*", default=None, help="episode files (default: the data cache)")
+    bc.add_argument("--epochs", type=int, default=30)
+    ft = sub.add_parser("finetune")
+    ft.add_argument("--mode", choices=("wmrl", "real"), required=True)
+    ft.add_argument("--steps", type=int, default=8)
+    ft.add_argument("--tasks", type=int, nargs="*", default=None)
+    ft.add_argument("--tasks-per-step", type=int, default=4)
+    ft.add_argument("--group-size", type=int, default=4)
+    ft.add_argument("--anchor-fraction", type=float, default=0.25)
+    ft.add_argument("--wm-horizon", type=int, default=260)
+    ft.add_argument("--learning-rate", type=float, default=3e-5)
+    ft.add_argument("--temperature", type=float, default=1.0)
+    ft.add_argument("--seed", type=int, default=0)
+    ev = sub.add_parser("eval")
+    ev.add_argument("--policy", default="bc", help="run folder under runs/libero (bc, wmrl, real)")
+    ev.add_argument("--trials", type=int, default=10)
+    ev.add_argument("--init-start", type=int, default=40)
+    ev.add_argument("--tasks", type=int, nargs="*", default=list(range(10)))
+    sub.add_parser("report")
+    args = parser.parse_args()
+    setup_threads()
+    if args.stage == "bc" and args.demos is None:
+        from wmrl_envs.paths import wmrl_home
+
+        args.demos = sorted((wmrl_home() / "libero").glob("*.npz"))
+    {"bc": stage_bc, "finetune": stage_finetune, "eval": stage_eval, "report": stage_report}[args.stage](args)
+
+
+if __name__ == "__main__":
+    main()
