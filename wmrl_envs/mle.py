@@ -185,7 +185,7 @@ class MLEDojoEnv(gym.Env):
         spec = self._task.spec
         board = result.leaderboard
         if result.raw_score is None:  # a world-model estimate has no metric value, only a predicted reward
-            return f"Result: valid submission. Estimated score {result.score:.3f} [world-model estimate]."
+            return f"Result: not executed; world-model estimated score {result.score:.3f}."
         line = f"Result: valid submission. Test {spec.metric} = {result.raw_score:.6g}"
         if "position" in board:
             line += f"; leaderboard position {board['position']}/{board['n']} (position score {board['position_score']:.3f})"

@@ -115,7 +115,8 @@ class WorldModelReward:
                               if self.calibrate else raw[ok])
         for (i, _), pred, r, c in zip(todo, predictions, raw, calibrated):
             res = results[i]
-            res.error = None if pred.parsed else f"world model gave no score: {pred.error}"
+            # A parsed prediction may still carry the model's reason (e.g. "script does not parse").
+            res.error = pred.error if pred.parsed else f"world model gave no score: {pred.error}"
             res.cost = {"execution_s": 0.0, "world_model_s": pred.cost_s}
             if not math.isfinite(r):
                 # An unscorable prediction is not a score: treat it like an infra failure.

@@ -155,7 +155,7 @@ def test_world_model_reward_predicts_rpg_with_the_dsbench_calibrator():
     env.reset(seed=0, options={"task_id": TRAIN_TASK})
     obs, reward, terminated, _, info = env.step(response(TRAIN_TASK))
     assert terminated and info["stream"] == "world_model" and info["valid"]
-    assert f"Estimated score {reward:.3f} [world-model estimate]" in obs
+    assert f"world-model estimated score {reward:.3f}" in obs
     assert reward == info["wm_score_calibrated"] and info["rpg"] is None and info["real_score"] is None
     assert info["cost"]["execution_s"] == 0.0 and info["cost"]["world_model_s"] > 0
     env.close()
