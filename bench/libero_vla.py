@@ -34,9 +34,10 @@ RUNS = Path("runs/libero")
 
 def stage_bc(args: argparse.Namespace) -> None:
     from agents.vla.bc import BCConfig, behaviour_clone
+    from agents.vla.policy import VLAConfig
     from wmrl_envs.libero.trajectory import load_trajectories
 
-    out = RUNS / "bc" / "policy.pt"
+    out = RUNS / args.name / "policy.pt"
     if out.exists():
         print(f"{out} exists")
         return
@@ -45,11 +46,12 @@ def stage_bc(args: argparse.Namespace) -> None:
     demos = [t for p in args.demos for t in load_trajectories(p)
              if t.success and t.source.startswith("scripted") and t.init_state < 40]
     config = BCConfig(epochs=args.epochs)
-    policy, losses = behaviour_clone(demos, config, progress=True)
+    policy, losses = behaviour_clone(demos, config, VLAConfig(hidden=args.hidden, blocks=args.blocks), progress=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     policy.save(out)
     (out.parent / "bc.json").write_text(json.dumps({"demos": len(demos), "steps": int(sum(d.steps for d in demos)),
-                                                    "config": vars(config), "losses": losses}, indent=2))
+                                                    "config": vars(config), "hidden": args.hidden,
+                                                    "blocks": args.blocks, "losses": losses}, indent=2))
     print(f"wrote {out} from {len(demos)} demonstrations")
 
 
@@ -63,7 +65,7 @@ def stage_finetune(args: argparse.Namespace) -> None:
     if (run / "policy.pt").exists():
         print(f"{run / 'policy.pt'} exists")
         return
-    policy = MiniVLAPolicy.load(RUNS / "bc" / "policy.pt")
+    policy = MiniVLAPolicy.load(RUNS / args.init / "policy.pt")
     policy.config.temperature = args.temperature
     config = WMRLConfig(mode=args.mode, env_id="wmrl/LIBERO-Long-v0", steps=args.steps,
                         tasks_per_step=args.tasks_per_step, group_size=args.group_size,
@@ -101,7 +103,7 @@ def stage_eval(args: argparse.Namespace) -> None:
 
 def stage_report(args: argparse.Namespace) -> None:
     rows, payload = [], {}
-    for name in ("bc", "wmrl", "real"):
+    for name in args.policies:
         evals = sorted((RUNS / name).glob("eval-*.json"))
         if not evals:
             continue
@@ -127,8 +129,12 @@ def main() -> None:
     bc = sub.add_parser("bc")
     bc.add_argument("--demos", type=Path, nargs="*", default=None, help="episode files (default: the data cache)")
     bc.add_argument("--epochs", type=int, default=30)
+    bc.add_argument("--hidden", type=int, default=256)
+    bc.add_argument("--blocks", type=int, default=2)
+    bc.add_argument("--name", default="bc", help="run folder under runs/libero")
     ft = sub.add_parser("finetune")
     ft.add_argument("--mode", choices=("wmrl", "real"), required=True)
+    ft.add_argument("--init", default="bc", help="run folder of the policy to start from")
     ft.add_argument("--steps", type=int, default=8)
     ft.add_argument("--tasks", type=int, nargs="*", default=None)
     ft.add_argument("--tasks-per-step", type=int, default=4)
@@ -143,7 +149,8 @@ def main() -> None:
     ev.add_argument("--trials", type=int, default=10)
     ev.add_argument("--init-start", type=int, default=40)
     ev.add_argument("--tasks", type=int, nargs="*", default=list(range(10)))
-    sub.add_parser("report")
+    rp = sub.add_parser("report")
+    rp.add_argument("--policies", nargs="*", default=["bc", "wmrl", "real"], help="run folders to tabulate")
     args = parser.parse_args()
     setup_threads()
     if args.stage == "bc" and args.demos is None:
