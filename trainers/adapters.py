@@ -20,10 +20,9 @@ import numpy as np
 import torch
 
 from agents.base import Policy, Rollout
+from trainers.evaluate import SUITES
 from trainers.ledger import ComputeLedger
 from wmrl_envs.errors import ConfigError
-
-SUITES = {"wmrl/MLEDojo-v0": "mle", "wmrl/DSBench-v0": "dsbench"}
 
 
 @dataclass
