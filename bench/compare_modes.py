@@ -21,7 +21,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainers.adapters import CodeTaskAdapter  # noqa: E402
+from trainers.adapters import make_adapter  # noqa: E402
 from trainers.cli import machine_info  # noqa: E402
 from trainers.evaluate import EvalConfig, evaluate  # noqa: E402
 from trainers.policies import make_policy, policy_responder  # noqa: E402
@@ -32,8 +32,7 @@ from trainers.wmrl_config import MODES, WMRLConfig  # noqa: E402
 def run_mode(mode: str, seed: int, args: argparse.Namespace) -> dict:
     config = WMRLConfig(mode=mode, steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
                         seed=seed, output_dir=str(args.runs / f"{mode}-seed{seed}"), checkpoint_every=0)
-    adapter = CodeTaskAdapter(config.env_id, config.split, config.task_ids, config.executor, config.workers,
-                              config.world_model)
+    adapter = make_adapter(config)
     trainer = WMRLTrainer(config, make_policy("grammar", seed=seed), adapter)
     try:
         trainer.train(progress=True)

@@ -67,7 +67,8 @@ def stage_finetune(args: argparse.Namespace) -> None:
         return
     policy = MiniVLAPolicy.load(RUNS / args.init / "policy.pt")
     policy.config.temperature = args.temperature
-    config = WMRLConfig(mode=args.mode, env_id="wmrl/LIBERO-Long-v0", steps=args.steps,
+    config = WMRLConfig(mode=args.mode, env_id="wmrl/LIBERO-Long-v0", policy="vla",
+                        policy_path=str(RUNS / args.init / "policy.pt"), steps=args.steps,
                         tasks_per_step=args.tasks_per_step, group_size=args.group_size,
                         warmup_steps=min(2, args.steps - 1), anchor_fraction=args.anchor_fraction,
                         learning_rate=args.learning_rate, min_calibration_pairs=8, seed=args.seed,
@@ -102,24 +103,33 @@ def stage_eval(args: argparse.Namespace) -> None:
 
 
 def stage_report(args: argparse.Namespace) -> None:
-    rows, payload = [], {}
+    """Success per task of every evaluated policy on the tasks they share, with training sim cost."""
+    from wmrl_envs.libero.evaluate import comparison_markdown
+
+    found = {}
     for name in args.policies:
-        evals = sorted((RUNS / name).glob("eval-*.json"))
-        if not evals:
-            continue
-        report = json.loads(evals[-1].read_text())
-        ledger_path = RUNS / name / "ledger.json"
-        ledger = json.loads(ledger_path.read_text()) if ledger_path.exists() else {}
-        payload[name] = {"eval": report, "ledger": ledger}
-        per_task = " | ".join(f"{t['success_rate']:.2f}" for t in report["tasks"])
-        rows.append(f"| {name} | {per_task} | **{report['success_rate']:.3f}** | "
-                    f"{int(ledger.get('cost/simulation_count', 0))} | {ledger.get('cost/simulation_s', 0.0):.0f} |")
-    tasks = payload[next(iter(payload))]["eval"]["tasks"] if payload else []
-    header = " | ".join(str(t["task_index"]) for t in tasks)
+        evals = sorted((RUNS / name).glob(f"eval-{args.init_start}-*.json"))
+        if evals:
+            ledger_path = RUNS / name / "ledger.json"
+            found[name] = (json.loads(evals[-1].read_text()),
+                           json.loads(ledger_path.read_text()) if ledger_path.exists() else {})
+    if not found:
+        raise SystemExit(f"no evaluations from init state {args.init_start} under {RUNS}: run the eval stage first")
+    shared = set.intersection(*({t["task_index"] for t in report["tasks"]} for report, _ in found.values()))
+    reports = []
+    for name, (report, _) in found.items():
+        tasks = [t for t in report["tasks"] if t["task_index"] in shared]
+        successes = [s for t in tasks for s in t["successes"]]
+        reports.append({**report, "policy": name, "tasks": tasks, "success_rate": sum(successes) / len(successes)})
+    ledgers = [ledger for _, ledger in found.values()]
+    extra = {"training sim steps": [int(ledger.get("cost/simulation_count", 0)) for ledger in ledgers],
+             "training sim s": [f"{ledger.get('cost/simulation_s', 0.0):.0f}" for ledger in ledgers]}
+    trials = {r["trials"] for r in reports}
     md = "\n".join([
-        "### MiniVLA on LIBERO-Long (state input, greedy actions, held-out init states)", "",
-        f"| policy | {header} | mean | training sim steps | training sim s |",
-        "|---|" + "---:|" * (len(tasks) + 3), *rows])
+        f"### MiniVLA on LIBERO-Long (state input, greedy actions, held-out init states from {args.init_start}, "
+        f"{'/'.join(map(str, sorted(trials)))} trials per task)", "",
+        comparison_markdown(reports, extra)])
+    payload = {name: {"eval": report, "ledger": ledger} for name, (report, ledger) in found.items()}
     print(write_result("libero_vla", {"config": vars(args), **payload}, md).read_text())
 
 
@@ -151,6 +161,7 @@ def main() -> None:
     ev.add_argument("--tasks", type=int, nargs="*", default=list(range(10)))
     rp = sub.add_parser("report")
     rp.add_argument("--policies", nargs="*", default=["bc", "wmrl", "real"], help="run folders to tabulate")
+    rp.add_argument("--init-start", type=int, default=40, help="first init state of the evaluations to tabulate")
     args = parser.parse_args()
     setup_threads()
     if args.stage == "bc" and args.demos is None:

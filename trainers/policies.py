@@ -4,7 +4,9 @@ Policy specs accepted by the CLI:
 
 * ``grammar`` (or ``grammar:untrained``): a freshly initialised grammar policy (``--seed``);
 * ``runs/<name>`` or ``runs/<name>/checkpoint.pt``: the policy of a training run;
-* ``reference:<name>``: a fixed reference solution (see ``agents.code.grammar``).
+* ``reference:<name>``: a fixed reference solution (see ``agents.code.grammar``);
+* for LIBERO-Long, a run folder or ``policy.pt`` of a MiniVLA policy, or ``scripted``
+  (the privileged-state controller); see :func:`libero_episode_policy`.
 """
 
 from __future__ import annotations
@@ -17,34 +19,54 @@ import torch
 from trainers.evaluate import Responder
 from wmrl_envs.errors import ConfigError
 
-POLICIES = ("grammar", "lm")
+POLICIES = ("grammar", "lm", "vla")
 
 
-def make_policy(name: str, seed: int = 0, **kwargs: Any):
-    """A new policy of family ``name``."""
+def make_policy(name: str, seed: int = 0, path: str | Path | None = None, **kwargs: Any):
+    """A policy of family ``name``: fresh (seeded by ``seed``), or the starting weights at ``path``."""
     if name == "grammar":
         from agents.code.policy import GrammarPolicy, GrammarPolicyConfig
 
+        if path is not None:
+            raise ConfigError("the grammar policy starts fresh; load a trained one from its run folder")
         return GrammarPolicy(GrammarPolicyConfig(seed=seed, **kwargs))
     if name == "lm":
         from agents.code.lm_policy import CausalLMPolicy
 
-        if "path" not in kwargs:
+        if path is None:
             raise ConfigError("the lm policy needs --policy-path pointing at a local transformers checkpoint")
-        return CausalLMPolicy.from_pretrained(kwargs.pop("path"), **kwargs)
+        return CausalLMPolicy.from_pretrained(path, **kwargs)
+    if name == "vla":
+        from agents.vla.policy import MiniVLAPolicy, VLAConfig
+
+        if path is not None:
+            if not Path(path).is_file():
+                raise ConfigError(f"no MiniVLA policy file at {path}")
+            return MiniVLAPolicy.load(path)
+        torch.manual_seed(seed)
+        return MiniVLAPolicy(VLAConfig(**kwargs))
     raise ConfigError(f"unknown policy {name!r}; known: {POLICIES}")
 
 
 def load_run_policy(path: str | Path):
-    """The trained policy stored in a run folder's checkpoint."""
+    """The trained policy of a run folder (``checkpoint.pt``, else a MiniVLA ``policy.pt``) or file.
+
+    A trainer checkpoint rebuilds the policy from its config (family, seed and starting
+    weights ``policy_path``) and then loads the trained parameters.
+    """
     path = Path(path)
     if path.is_dir():
-        path = path / "checkpoint.pt"
+        path = next((path / name for name in ("checkpoint.pt", "policy.pt") if (path / name).exists()),
+                    path / "checkpoint.pt")
     if not path.exists():
         raise ConfigError(f"no checkpoint at {path}")
     state = torch.load(path, weights_only=False)
+    if "state_dict" in state and "tokenizer" in state:  # a MiniVLA file (MiniVLAPolicy.save)
+        return make_policy("vla", path=path)
+    if "policy" not in state or "config" not in state:
+        raise ConfigError(f"{path} is neither a training checkpoint nor a MiniVLA policy file")
     config = state["config"]
-    policy = make_policy(config.get("policy", "grammar"), seed=config["seed"])
+    policy = make_policy(config.get("policy", "grammar"), seed=config["seed"], path=config.get("policy_path"))
     policy.load_state_dict(state["policy"])
     return policy
 
@@ -71,3 +93,26 @@ def responder_from_spec(spec: str, seed: int = 0) -> Responder:
     if kind == "grammar" and arg in ("", "untrained"):
         return policy_responder(make_policy("grammar", seed=seed), seed)
     return policy_responder(load_run_policy(spec), seed)
+
+
+def libero_episode_policy(spec: str, seed: int = 0):
+    """Resolve a LIBERO-Long ``--policy`` item into an episode policy for ``evaluate_libero``.
+
+    ``scripted`` or ``scripted:<noise level>`` is the privileged-state controller; anything
+    else is a MiniVLA run folder or file, acting greedily.
+    """
+    kind, _, level = spec.partition(":")
+    if kind == "scripted":
+        from wmrl_envs.libero.dataset import NOISE_LEVELS
+        from wmrl_envs.libero.scripted import ScriptedPolicy
+
+        level = level or "clean"
+        if level not in NOISE_LEVELS:
+            raise ConfigError(f"unknown scripted noise level {level!r}; known: {sorted(NOISE_LEVELS)}")
+        return ScriptedPolicy(NOISE_LEVELS[level], seed=seed)
+    from agents.vla.policy import MiniVLAPolicy, VLAEpisodePolicy
+
+    policy = load_run_policy(spec)
+    if not isinstance(policy, MiniVLAPolicy):
+        raise ConfigError(f"{spec} holds a {type(policy).__name__}, not a MiniVLA policy for LIBERO-Long")
+    return VLAEpisodePolicy(policy, greedy=True, seed=seed)

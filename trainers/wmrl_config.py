@@ -9,6 +9,12 @@ from typing import Any
 from wmrl_envs.errors import ConfigError
 
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
+#: Policy families that can act in each environment family.
+ENV_POLICIES = {
+    "wmrl/MLEDojo-v0": ("grammar", "lm"),
+    "wmrl/DSBench-v0": ("grammar", "lm"),
+    "wmrl/LIBERO-Long-v0": ("vla",),
+}
 
 
 @dataclass
@@ -25,7 +31,11 @@ class WMRLConfig:
 
     mode: str = field(default="wmrl", metadata={"help": f"one of {MODES}"})
     env_id: str = field(default="wmrl/MLEDojo-v0", metadata={"help": "environment family to train on"})
-    policy: str = field(default="grammar", metadata={"help": "policy family: 'grammar' (CPU default) or 'lm'"})
+    policy: str = field(default="grammar", metadata={
+        "help": "policy family: 'grammar' (CPU default) or 'lm' for code envs, 'vla' for LIBERO-Long"})
+    policy_path: str | None = field(default=None, metadata={
+        "help": "starting weights: a local transformers checkpoint ('lm', required) or a MiniVLA "
+                "policy.pt, e.g. from behaviour cloning ('vla'; default: a fresh policy)"})
     split: str = field(default="train", metadata={"help": "task split sampled for training"})
     task_ids: tuple[str, ...] | None = field(default=None, metadata={"help": "restrict training to these tasks"})
     steps: int = field(default=30, metadata={"help": "optimiser steps (one batch of groups each)"})
@@ -45,7 +55,9 @@ class WMRLConfig:
     w_max: float = field(default=4.0, metadata={"help": "upper clip of the anchor weight"})
     fusion_c: float | None = field(default=None, metadata={"help": "fix c instead of measuring it in warmup"})
     min_calibration_pairs: int = field(default=12, metadata={"help": "pairs before the isotonic map is used"})
-    world_model: str = field(default="surrogate", metadata={"help": "world model name"})
+    world_model: str = field(default="surrogate", metadata={"help": "world model name (code envs)"})
+    wm_horizon: int = field(default=260, metadata={
+        "help": "LIBERO-Long: steps a world-model episode runs before the success model scores it"})
     executor: str = field(default="bwrap", metadata={"help": "sandbox backend for executions"})
     workers: int | None = field(default=None, metadata={"help": "parallel executions (default: cores)"})
     seed: int = field(default=0, metadata={"help": "seeds policy init, sampling and the anchor schedule"})
@@ -80,6 +92,15 @@ class WMRLConfig:
             raise ConfigError("min_calibration_pairs must be >= 2")
         if self.task_ids is not None:
             self.task_ids = tuple(self.task_ids)
+        families = ENV_POLICIES.get(self.env_id)
+        if families is None:
+            raise ConfigError(f"unknown env_id {self.env_id!r}; known: {sorted(ENV_POLICIES)}")
+        if self.policy not in families:
+            raise ConfigError(f"policy {self.policy!r} cannot act in {self.env_id}; use one of {families}")
+        if self.policy == "lm" and not self.policy_path:
+            raise ConfigError("the lm policy needs --policy-path pointing at a local transformers checkpoint")
+        if self.wm_horizon < 1:
+            raise ConfigError(f"wm_horizon must be >= 1, got {self.wm_horizon}")
 
     @property
     def uses_anchors(self) -> bool:

@@ -181,3 +181,44 @@ def test_success_model_inference_and_files(tmp_path):
     assert again.meta == {"a": "b"}
     with pytest.raises(ConfigError):
         load_reward_model(tmp_path / "missing.npz")
+
+
+def test_vla_policies_by_name_and_from_files(tmp_path):
+    from trainers.policies import load_run_policy, make_policy
+
+    policy = make_policy("vla", seed=3, hidden=32, blocks=1)
+    path = tmp_path / "policy.pt"
+    policy.save(path)
+    for source in (path, tmp_path):  # a policy file, or a folder holding one
+        loaded = load_run_policy(source)
+        assert all(torch.equal(a, b) for a, b in zip(policy.state_dict().values(), loaded.state_dict().values()))
+    with pytest.raises(ConfigError, match="no MiniVLA policy file"):
+        make_policy("vla", path=tmp_path / "missing.pt")
+    torch.save({"something": 1}, tmp_path / "other.pt")
+    with pytest.raises(ConfigError, match="neither a training checkpoint"):
+        load_run_policy(tmp_path / "other.pt")
+
+
+def test_trainer_config_matches_policies_to_envs():
+    WMRLConfig(env_id="wmrl/LIBERO-Long-v0", policy="vla")
+    assert task_index("3") == 3  # task ids from a command line
+    with pytest.raises(ConfigError, match="cannot act in"):
+        WMRLConfig(env_id="wmrl/MLEDojo-v0", policy="vla")
+    with pytest.raises(ConfigError, match="unknown env_id"):
+        WMRLConfig(env_id="wmrl/Atari-v0")
+    with pytest.raises(ConfigError, match="policy-path"):
+        WMRLConfig(policy="lm")
+
+
+def test_libero_comparison_table():
+    from wmrl_envs.libero.evaluate import comparison_markdown
+
+    def report(name, successes):
+        return {"policy": name, "success_rate": float(np.mean(successes)),
+                "tasks": [{"task_index": 3, "success_rate": float(np.mean(successes))}]}
+
+    table = comparison_markdown([report("bc", [1, 0]), report("wmrl", [1, 1])], {"sim steps": [10, 20]})
+    assert "| bc | 0.50 | **0.500** | 10 |" in table and "| wmrl | 1.00 | **1.000** | 20 |" in table
+    other = {"policy": "x", "success_rate": 0.0, "tasks": [{"task_index": 4, "success_rate": 0.0}]}
+    with pytest.raises(ConfigError, match="other tasks"):
+        comparison_markdown([report("bc", [1]), other])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -129,3 +129,27 @@ def evaluate_libero(policy: EpisodePolicy, trials: int = N_INIT_STATES, tasks: I
     return LiberoEvalReport(name, trials, init_states, results, steps_total, sim_s,
                             time.perf_counter() - start, kept)
 
+
+
+def comparison_markdown(reports: Sequence[Mapping[str, Any]],
+                        extra_columns: Mapping[str, Sequence[str]] | None = None) -> str:
+    """A table with one row per policy: success rate per task, the mean, and any extra columns.
+
+    Args:
+        reports: :meth:`LiberoEvalReport.to_dict` of each policy, evaluated on the same tasks.
+        extra_columns: Column name -> one cell per report (e.g. the training simulator steps).
+    """
+    extra_columns = dict(extra_columns or {})
+    if not reports:
+        return "(no evaluations)"
+    tasks = [t["task_index"] for t in reports[0]["tasks"]]
+    header = ["policy", *(str(t) for t in tasks), "mean", *extra_columns]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    for i, report in enumerate(reports):
+        if [t["task_index"] for t in report["tasks"]] != tasks:
+            raise ConfigError(f"{report['policy']} was evaluated on other tasks than {reports[0]['policy']}")
+        cells = [report["policy"], *(f"{t['success_rate']:.2f}" for t in report["tasks"]),
+                 f"**{report['success_rate']:.3f}**", *(str(column[i]) for column in extra_columns.values())]
+        lines.append("| " + " | ".join(cells) + " |")
+    names = "; ".join(f"{t}: {INSTRUCTIONS[t]}" for t in tasks)
+    return "\n".join(lines) + f"\n\nTasks: {names}."

@@ -57,6 +57,8 @@ def task_index(task: int | str | np.integer) -> int:
             return int(task)
         raise ConfigError(f"task index must be in [0, {N_TASKS}), got {task}")
     if isinstance(task, str):
+        if task.isdigit():  # "3" from a command line
+            return task_index(int(task))
         if task in TASK_NAMES:
             return TASK_NAMES.index(task)
         if task in INSTRUCTIONS:
