@@ -53,7 +53,8 @@ def test_wmrl_trainer_updates_a_vla_policy_on_the_simulator(adapter, tmp_path):
     before = policy.head.weight.detach().clone()
     # Twelve-step episodes never succeed, so real rewards tie within a group and carry no advantage;
     # the raw reward-model probabilities (no debiasing) still differ, which exercises the gradient path.
-    config = WMRLConfig(mode="wmrl-no-debias", env_id="wmrl/LIBERO-Long-v0", policy="vla", steps=2, tasks_per_step=2, group_size=2,
+    config = WMRLConfig(mode="wmrl-no-debias", env_id="wmrl/LIBERO-Long-v0", policy="vla", steps=2,
+                        tasks_per_step=2, group_size=2,
                         warmup_steps=1, min_calibration_pairs=2, learning_rate=1e-3, output_dir=str(tmp_path),
                         tensorboard=False, checkpoint_every=0)
     history = WMRLTrainer(config, policy, adapter).train(progress=False)
