@@ -151,7 +151,8 @@ def write_run_summary(trainer, evaluation: tuple[str, str, list[dict]] | None) -
     lines += [f"- `{k}`: {v:.4g}" for k, v in sorted(last.items()) if isinstance(v, float)]
     if evaluation:
         lines += ["", f"## {evaluation[0]}", "", evaluation[1]]
-    lines += ["", "Plots: `reward.png`, `calibration.png`, `cost.png`. Metrics: `metrics.csv`, TensorBoard in `tb/`."]
+    board = ", TensorBoard in `tb/`" if trainer.config.tensorboard else ""
+    lines += ["", f"Plots: `reward.png`, `calibration.png`, `cost.png`. Metrics: `metrics.csv`{board}."]
     md = run_dir / "results.md"
     md.write_text("\n".join(lines) + "\n")
     return md
