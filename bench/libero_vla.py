@@ -123,7 +123,9 @@ def stage_report(args: argparse.Namespace) -> None:
         reports.append({**report, "policy": name, "tasks": tasks, "success_rate": sum(successes) / len(successes)})
     ledgers = [ledger for _, ledger in found.values()]
     extra = {"training sim steps": [int(ledger.get("cost/simulation_count", 0)) for ledger in ledgers],
-             "training sim s": [f"{ledger.get('cost/simulation_s', 0.0):.0f}" for ledger in ledgers]}
+             # CPU seconds: wall seconds depend on what else shared the machine during training.
+             "training sim CPU-s": [f"{ledger.get('cost/simulation_cpu_s', 0.0):.0f}" for ledger in ledgers],
+             "training total CPU-s": [f"{ledger.get('cost/total_cpu_s', 0.0):.0f}" for ledger in ledgers]}
     trials = {r["trials"] for r in reports}
     md = "\n".join([
         f"### MiniVLA on LIBERO-Long (state input, greedy actions, held-out init states from {args.init_start}, "
