@@ -61,7 +61,7 @@ def stage_finetune(args: argparse.Namespace) -> None:
     from trainers.wmrl import WMRLTrainer
     from trainers.wmrl_config import WMRLConfig
 
-    run = RUNS / args.mode
+    run = RUNS / (args.name or args.mode)
     if (run / "policy.pt").exists():
         print(f"{run / 'policy.pt'} exists")
         return
@@ -146,6 +146,7 @@ def main() -> None:
     bc.add_argument("--name", default="bc", help="run folder under runs/libero")
     ft = sub.add_parser("finetune")
     ft.add_argument("--mode", choices=("wmrl", "real"), required=True)
+    ft.add_argument("--name", default=None, help="run folder under runs/libero (default: the mode)")
     ft.add_argument("--init", default="bc", help="run folder of the policy to start from")
     ft.add_argument("--steps", type=int, default=8)
     ft.add_argument("--tasks", type=int, nargs="*", default=None)

@@ -16,7 +16,9 @@ One step, top to bottom (:meth:`WMRLTrainer.train_step`):
 
 Warmup (the first ``warmup_steps`` steps, with more anchors) measures the fusion constant c:
 it compares per-sample gradient variances of the same anchor rollouts under real and under
-calibrated world-model advantages (see :mod:`trainers.fusion`).
+calibrated world-model advantages (see :mod:`trainers.fusion`). When every warmup anchor group
+tied on its real reward (sparse success), the measurement waits for the next anchors, with
+anchor weight 1 until then.
 
 The trainer knows nothing about text: policies yield :class:`agents.base.Rollout` rows of
 log-probs, so a VLA whose rollout is a 500-step episode trains through the same loop.
@@ -95,7 +97,7 @@ class WMRLTrainer:
         anchors = [o for o in outcomes if o.stream == "anchor"]
         self._add_anchor_pairs(anchors)
         rollouts, rewards, is_anchor, metrics = self._rewards(outcomes)
-        if step < cfg.warmup_steps:
+        if cfg.uses_anchors and self.c is None:  # warmup, or warmup extended until anchors carry signal
             self._remember_warmup(anchors)
         if cfg.uses_anchors and self.c is None and step + 1 >= cfg.warmup_steps:
             self._measure_fusion_constant()
@@ -203,6 +205,13 @@ class WMRLTrainer:
         adv_wm = grpo.group_advantages(calibrated, groups, mode=self.config.advantage)
         score_grads = _per_sample_score_grads(self.policy, rollouts)
         var_anchor, var_wm = fusion.stream_variances(adv_real[:, None] * score_grads, adv_wm[:, None] * score_grads)
+        if var_anchor == 0:
+            # Every anchor group tied on its real reward (sparse success: all failed, or all
+            # succeeded), so there is nothing to compare the world-model stream with. Keep the
+            # samples, train with weight 1 and measure again after the next step's anchors.
+            self.warmup = {"fusion/warmup_samples": float(len(samples)), "fusion/warmup_ratio": float("nan"),
+                           "fusion/warmup_extended": 1.0}
+            return
         self.c = fusion.estimate_c(var_anchor, var_wm, eta2)
         self.warmup = {"fusion/warmup_ratio": var_wm / var_anchor if var_anchor > 0 else float("nan"),
                        "fusion/warmup_eta2": eta2, "fusion/warmup_samples": float(len(samples)),

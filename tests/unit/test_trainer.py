@@ -149,3 +149,32 @@ def test_bad_configs_raise_typed_errors():
     with pytest.raises(ConfigError):
         WMRLConfig(warmup_steps=0)  # wmrl must measure c or be given one
     assert WMRLConfig(warmup_steps=0, fusion_c=2.0).fusion_c == 2.0
+
+
+class SparseSuccessAdapter(SyntheticAdapter):
+    """Real reward is all-or-nothing and nothing succeeds during the first ``silent_steps`` steps."""
+
+    def __init__(self, silent_steps: int) -> None:
+        super().__init__()
+        self.silent_steps, self.calls = silent_steps, 0
+
+    def collect(self, *args, **kwargs):
+        outcomes = super().collect(*args, **kwargs)
+        self.calls += 1
+        for o in outcomes:
+            if np.isfinite(o.real).all():
+                o.real = np.zeros_like(o.real) if self.calls <= self.silent_steps else (o.real > 0.25).astype(float)
+        return outcomes
+
+
+def test_warmup_waits_for_anchors_with_signal_instead_of_crashing(tmp_path):
+    cfg = WMRLConfig(mode="wmrl", steps=6, tasks_per_step=6, group_size=4, warmup_steps=1, min_calibration_pairs=4,
+                     output_dir=str(tmp_path), tensorboard=False, checkpoint_every=0)
+    torch.manual_seed(0)
+    trainer = WMRLTrainer(cfg, StepPolicy(), SparseSuccessAdapter(silent_steps=2))
+    history = trainer.train(progress=False)
+    extended = [h.get("fusion/warmup_extended", 0.0) for h in history]
+    assert extended[:2] == [1.0, 1.0]  # tied anchors: c not measured, weight stays 1
+    assert all(h["fusion/w_anchor"] == 1.0 for h in history[:2])
+    assert trainer.c is not None and np.isfinite(trainer.c)  # measured once successes appeared
+    assert trainer._warmup_samples == []
