@@ -21,6 +21,7 @@ import torch
 
 from agents.base import Policy, Rollout
 from trainers.evaluate import SUITES
+from wmrl_envs.libero.tasks import ENV_ID as LIBERO_ENV_ID
 from trainers.ledger import ComputeLedger
 from wmrl_envs.errors import ConfigError
 
@@ -142,7 +143,7 @@ class CodeTaskAdapter:
 
 def make_adapter(config) -> EnvAdapter:
     """The adapter serving ``config.env_id`` (a :class:`~trainers.wmrl_config.WMRLConfig`)."""
-    if config.env_id == "wmrl/LIBERO-Long-v0":
+    if config.env_id == LIBERO_ENV_ID:
         from trainers.libero_adapter import LiberoAdapter
 
         return LiberoAdapter(task_ids=config.task_ids, wm_horizon=config.wm_horizon, seed=config.seed)

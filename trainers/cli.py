@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import datetime as dt
 import os
 import platform
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from wmrl_envs.errors import ConfigError, WMRLError
+from wmrl_envs.libero.tasks import ENV_ID as LIBERO_ENV_ID, HELDOUT_INIT_STATES
 
 
 def machine_info() -> dict[str, object]:
@@ -69,9 +71,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     expected = MODE_REWARD.get(config.mode, "fused")
     if args.reward is not None and args.reward != expected:
         raise ConfigError(f"--mode {config.mode} trains on reward={expected!r}, not {args.reward!r}")
-    if config.env_id == LIBERO_ENV and args.eval_k > LIBERO_HELDOUT_INITS:
-        raise ConfigError(f"LIBERO-Long holds out {LIBERO_HELDOUT_INITS} init states: --eval-k must be <= "
-                          f"{LIBERO_HELDOUT_INITS}")
+    if config.env_id == LIBERO_ENV_ID and args.eval_k > len(HELDOUT_INIT_STATES):
+        raise ConfigError(f"LIBERO-Long holds out {len(HELDOUT_INIT_STATES)} init states: --eval-k must be <= "
+                          f"{len(HELDOUT_INIT_STATES)}")
     policy = make_policy(config.policy, seed=config.seed, path=config.policy_path)
     adapter = make_adapter(config)
     trainer = WMRLTrainer(config, policy, adapter)
@@ -87,16 +89,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     evaluation = None
     if args.eval_k > 0:
         untrained = make_policy(config.policy, seed=config.seed, path=config.policy_path)
-        evaluation = (heldout_libero if config.env_id == LIBERO_ENV else heldout_code)(
+        evaluation = (heldout_libero if config.env_id == LIBERO_ENV_ID else heldout_code)(
             config, untrained, trainer.policy, args.eval_k, args.eval_tasks)
     md = write_run_summary(trainer, evaluation)
     print(md.read_text())
     return 0
-
-
-LIBERO_ENV = "wmrl/LIBERO-Long-v0"
-#: Init states 40-49 of every LIBERO-Long task are never trained on (trainers.libero_adapter).
-LIBERO_HELDOUT_INITS = 10
 
 
 def heldout_code(config, untrained, trained, k: int, task_ids) -> tuple[str, str, list[dict]]:
@@ -116,10 +113,10 @@ def heldout_libero(config, untrained, trained, k: int, task_ids) -> tuple[str, s
     """Greedy success of the starting and trained VLA on held-out init states 40..40+k-1."""
     from agents.vla.policy import VLAEpisodePolicy
     from wmrl_envs.libero.evaluate import comparison_markdown, evaluate_libero
-    from wmrl_envs.libero.tasks import N_INIT_STATES, N_TASKS, task_index
+    from wmrl_envs.libero.tasks import N_TASKS, task_index
 
     tasks = [task_index(t) for t in (task_ids or config.task_ids or range(N_TASKS))]
-    inits = list(range(N_INIT_STATES - LIBERO_HELDOUT_INITS, N_INIT_STATES - LIBERO_HELDOUT_INITS + k))
+    inits = list(HELDOUT_INIT_STATES[:k])
     reports = [evaluate_libero(VLAEpisodePolicy(p, greedy=True, seed=config.seed), trials=k, tasks=tasks,
                                init_states=inits, name=name).to_dict()
                for p, name in ((untrained, "start"), (trained, f"trained ({config.mode})"))]
@@ -129,8 +126,6 @@ def heldout_libero(config, untrained, trained, k: int, task_ids) -> tuple[str, s
 
 def write_run_summary(trainer, evaluation: tuple[str, str, list[dict]] | None) -> Path:
     """results.md + results.json of a training run: compute ledger, final metrics, held-out table."""
-    import json
-
     run_dir = trainer.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     meta = {**machine_info(), "config": trainer.config.to_dict(), "ledger": trainer.ledger.state_dict(),
@@ -159,7 +154,7 @@ def write_run_summary(trainer, evaluation: tuple[str, str, list[dict]] | None) -
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    if args.env == LIBERO_ENV:
+    if args.env == LIBERO_ENV_ID:
         return eval_libero(args)
     from trainers.evaluate import EvalConfig, evaluate, write_reports
     from trainers.policies import responder_from_spec
@@ -177,8 +172,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def eval_libero(args: argparse.Namespace) -> int:
     """The LIBERO-Long protocol: every task, trial k from init state init_start + k, sim success."""
-    import json
-
     from trainers.policies import libero_episode_policy
     from wmrl_envs.libero.evaluate import comparison_markdown, evaluate_libero
     from wmrl_envs.libero.tasks import N_TASKS, task_index

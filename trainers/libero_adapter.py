@@ -29,7 +29,7 @@ from trainers.adapters import GroupOutcome
 from trainers.ledger import ComputeLedger
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.libero.env import LiberoLongEnv
-from wmrl_envs.libero.tasks import N_INIT_STATES, N_TASKS, TASK_NAMES, task_index
+from wmrl_envs.libero.tasks import N_INIT_STATES, N_TASKS, TASK_NAMES, TRAIN_INIT_STATES, task_index
 
 
 class LiberoAdapter:
@@ -45,7 +45,7 @@ class LiberoAdapter:
         seed: Seeds the init state of each group (with its group id).
     """
 
-    def __init__(self, task_ids: Sequence[int | str] | None = None, init_states: Sequence[int] = range(40),
+    def __init__(self, task_ids: Sequence[int | str] | None = None, init_states: Sequence[int] = TRAIN_INIT_STATES,
                  wm_horizon: int = 260, max_steps: int = 520, obs_mode: str = "state",
                  reward_model: str | None = None, seed: int = 0) -> None:
         indices = [task_index(t) for t in (range(N_TASKS) if task_ids is None else task_ids)]

@@ -33,6 +33,10 @@ TASK_NAMES: tuple[str, ...] = (
 
 N_TASKS = len(TASK_NAMES)
 N_INIT_STATES = 50
+ENV_ID = "wmrl/LIBERO-Long-v0"
+#: Init states training draws from; the rest (40-49) are held out for evaluation.
+TRAIN_INIT_STATES = range(40)
+HELDOUT_INIT_STATES = range(40, N_INIT_STATES)
 
 #: Characters an instruction may hold (the ``instruction`` observation's charset).
 INSTRUCTION_CHARSET = frozenset(string.ascii_lowercase + string.digits + " ")

@@ -328,12 +328,7 @@ class _ConstantFolder(ast.NodeTransformer):
             return node
         return node.body if value else node.orelse
 
-    def visit_IfExp(self, node: ast.IfExp) -> Any:
-        self.generic_visit(node)
-        value = _static_value(node.test, self.constants)
-        if value is _UNKNOWN:
-            return node
-        return node.body if value else node.orelse
+    visit_IfExp = visit_If  # same rule: a statement's body is a list, an expression's a node
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
         body = getattr(node, "body", None)
