@@ -62,7 +62,9 @@ def load_run_policy(path: str | Path):
         raise ConfigError(f"no checkpoint at {path}")
     state = torch.load(path, weights_only=False)
     if "state_dict" in state and "tokenizer" in state:  # a MiniVLA file (MiniVLAPolicy.save)
-        return make_policy("vla", path=path)
+        from agents.vla.policy import MiniVLAPolicy
+
+        return MiniVLAPolicy.from_saved(state)
     if "policy" not in state or "config" not in state:
         raise ConfigError(f"{path} is neither a training checkpoint nor a MiniVLA policy file")
     config = state["config"]

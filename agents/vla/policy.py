@@ -192,7 +192,11 @@ class MiniVLAPolicy(nn.Module):
 
     @classmethod
     def load(cls, path: str | Path) -> "MiniVLAPolicy":
-        blob = torch.load(path, weights_only=True)
+        return cls.from_saved(torch.load(path, weights_only=True))
+
+    @classmethod
+    def from_saved(cls, blob: dict[str, Any]) -> "MiniVLAPolicy":
+        """The policy from the contents of a :meth:`save` file, already read."""
         policy = cls(VLAConfig(**blob["config"]), ActionTokenizer.from_state_dict(blob["tokenizer"]))
         policy.load_state_dict(blob["state_dict"])
         return policy
