@@ -70,10 +70,12 @@ def markdown(rows: list[dict], args: argparse.Namespace, meta: dict) -> str:
                 gap = np.mean([r["heldout"]["score_mean"] for r in by_mode["real"]]) - np.mean(
                     [r["heldout"]["score_mean"] for r in rs])
                 se = np.mean([r["heldout"]["score_se"] for r in by_mode["real"]])
-                verdict = "met" if ratio >= TARGET_RATIO and gap <= se else "MISSED"
-                lines.append(f"- `real` / `{mode}` total compute: **{ratio:.1f}x**; held-out score {gap:+.3f} below "
-                             f"`real` (1 SE = {se:.3f}). Target >= {TARGET_RATIO:.0f}x at no worse than 1 SE "
-                             f"below: {verdict}.")
+                line = (f"- `real` / `{mode}` total compute: **{ratio:.1f}x**; held-out score {gap:+.3f} below "
+                        f"`real` (1 SE = {se:.3f}).")
+                if mode == "wmrl":  # the target is WMRL's; other modes are baselines and ablations
+                    verdict = "met" if ratio >= TARGET_RATIO and gap <= se else "MISSED"
+                    line += f" Target >= {TARGET_RATIO:.0f}x at no worse than 1 SE below: {verdict}."
+                lines.append(line)
     lines += ["", f"{meta['cores']} cores, {meta['ram_gib']} GiB RAM, {meta['date'][:10]}, commit "
                   f"`{meta['commit'][:10]}`. Rerun: `python bench/compare_modes.py {' '.join(meta['argv'])}`"]
     return "\n".join(lines) + "\n"

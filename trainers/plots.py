@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from trainers.ledger import CATEGORIES
+from wmrl_envs.calibration import Calibrator
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +47,11 @@ def write_plots(run_dir: Path, history: Sequence[dict[str, Any]], calibrator_sta
         wm, real = pairs
         fig, ax = plt.subplots(figsize=(4.5, 4.5))
         ax.scatter(wm, real, s=12, alpha=0.6, label="anchor pairs")
-        order = np.argsort(wm)
-        from sklearn.isotonic import IsotonicRegression
-
-        fitted = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=0, y_max=1).fit(wm, real)
-        ax.plot(wm[order], fitted.predict(wm[order]), color="C3", label="isotonic map")
+        # The run's own global map, rebuilt from its state, not a refit that could differ.
+        calibrator = Calibrator()
+        calibrator.load_state_dict(calibrator_state)
+        grid = np.linspace(wm.min(), wm.max(), 400)
+        ax.plot(grid, calibrator.calibrate(grid), color="C3", label="calibration map (global)")
         ax.plot([0, 1], [0, 1], color="grey", linestyle=":", label="identity")
         ax.set(xlabel="world-model score", ylabel="real score", title="Calibration")
         ax.legend()

@@ -51,10 +51,12 @@ class CalibratorConfig:
     Attributes:
         score_range: ``(lo, hi)`` of real scores. Real scores must lie in it, and
             calibrated scores always do.
-        min_pairs_global: Fitted pairs needed before the global map is used. Below it,
-            ``calibrate()`` returns the raw score clipped to ``score_range``.
-        min_pairs_per_task: Fitted pairs a task needs for its own map. A task with fewer
-            pairs uses the global map. Must be at least ``min_pairs_global``.
+        min_pairs_global: Fitted pairs needed before the global map is used. Below it, and
+            while every fitted real score is the same, ``calibrate()`` returns the raw score
+            clipped to ``score_range``.
+        min_pairs_per_task: Fitted pairs a task needs for its own map, among which real
+            scores must differ. Any other task uses the global map. Must be at least
+            ``min_pairs_global``.
         holdout_fraction: Share of pairs held back from the maps for the audit. A hash of
             ``(seed, pair counter)`` picks them, so a rerun holds back the same pairs.
         cv_folds: Folds of the cross-fitted residuals behind ``eta2`` and the audit's MAE.
@@ -66,6 +68,12 @@ class CalibratorConfig:
         nonmonotone_z: The audit flags when a non-monotone challenger beats the calibrated
             scores, cross-fitted, by more than this many standard errors.
         seed: Seeds the hold-out assignment.
+        centered: Interpolate the fitted map through the centroid of each isotonic block
+            (centered isotonic regression) instead of keeping each block flat. Both maps
+            are monotone and fitted by the same ``IsotonicRegression``; the centered one is
+            strictly increasing inside the anchors' range, so two world-model scores that
+            differ keep their order after calibration and a GRPO group does not lose its
+            within-group ranking to a plateau.
     """
 
     score_range: tuple[float, float] = (0.0, 1.0)
@@ -78,6 +86,7 @@ class CalibratorConfig:
     max_discordant_rate: float = 0.35
     nonmonotone_z: float = 3.0
     seed: int = 0
+    centered: bool = True
 
     def __post_init__(self) -> None:
         # JSON turns the tuple into a list; store the canonical form.
@@ -110,6 +119,7 @@ class CalibratorConfig:
         _require(0.0 <= self.max_discordant_rate <= 1.0,
                  f"max_discordant_rate must be in [0, 1], got {self.max_discordant_rate}")
         _require(self.nonmonotone_z > 0, f"nonmonotone_z must be > 0, got {self.nonmonotone_z}")
+        _require(isinstance(self.centered, bool), f"centered must be a bool, got {self.centered!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -160,8 +170,8 @@ class AuditReport:
 class _Maps:
     """Fitted maps: none below ``min_pairs_global`` (identity), else global plus per-task."""
 
-    global_map: IsotonicRegression | None
-    task_maps: dict[str, IsotonicRegression]
+    global_map: _MonotoneMap | None
+    task_maps: dict[str, _MonotoneMap]
 
 
 class Calibrator:
@@ -243,8 +253,9 @@ class Calibrator:
 
         A task with at least ``min_pairs_per_task`` fitted pairs uses its own map. Any
         other task, an unknown one or ``None`` uses the global map. Before
-        ``min_pairs_global`` fitted pairs, the result is the raw score clipped to range.
-        Scores outside the anchors' range clip to the map's end values.
+        ``min_pairs_global`` fitted pairs, or while all their real scores are equal, the
+        result is the raw score clipped to range. Scores outside the anchors' range clip to
+        the map's end values.
 
         Raises:
             ConfigError: On non-finite scores or mismatched lengths.
@@ -422,11 +433,17 @@ class Calibrator:
 
 def _fit_maps(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
               config: CalibratorConfig) -> _Maps:
-    """The production maps: which exist depends on the pair counts."""
-    if wm.size < config.min_pairs_global:
+    """The production maps: which exist depends on the pair counts.
+
+    Pairs whose real scores are all equal (every anchor failed, say) fit no map: it would be
+    a constant that erases the world model's ranking, with no evidence against it. The global
+    map then stays the identity and such a task uses the global map.
+    """
+    if wm.size < config.min_pairs_global or np.ptp(real) == 0:
         return _Maps(None, {})
     counts = Counter(task for task in tasks if task is not None)
-    own = {task for task, count in counts.items() if count >= config.min_pairs_per_task}
+    own = {task for task, count in counts.items()
+           if count >= config.min_pairs_per_task and np.ptp(real[tasks == task]) > 0}
     return _Maps(_isotonic(wm, real, config), _fit_task_maps(own, wm, real, tasks, config))
 
 
@@ -438,18 +455,50 @@ def _fit_like(maps: _Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
 
 
 def _fit_task_maps(names: Iterable[str], wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
-                   config: CalibratorConfig) -> dict[str, IsotonicRegression]:
+                   config: CalibratorConfig) -> dict[str, _MonotoneMap]:
     # A task without pairs here (possible only in a cross-fitting fold) uses the global map.
     return {name: _isotonic(wm[rows], real[rows], config)
             for name in names if (rows := tasks == name).any()}
 
 
-def _isotonic(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig) -> IsotonicRegression:
+class _MonotoneMap:
+    """A fitted isotonic map as knots of a piecewise-linear function, clipped at both ends."""
+
+    def __init__(self, knots_x: np.ndarray, knots_y: np.ndarray) -> None:
+        self.knots_x, self.knots_y = knots_x, knots_y
+
+    def predict(self, wm: np.ndarray) -> np.ndarray:
+        # np.interp holds the end values beyond the knots: out_of_bounds="clip".
+        return np.interp(wm, self.knots_x, self.knots_y)
+
+
+def _isotonic(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig) -> _MonotoneMap:
     lo, hi = config.score_range
     # out_of_bounds="clip": the default "nan" would turn scores beyond the anchors' range
     # into NaN rewards (NOTES.md).
     isotonic = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=lo, y_max=hi)
-    return isotonic.fit(wm, real)
+    isotonic.fit(wm, real)
+    if not config.centered or isotonic.X_thresholds_.size < 2:
+        return _MonotoneMap(isotonic.X_thresholds_, isotonic.y_thresholds_)
+    return _centered(wm, isotonic.predict(wm))
+
+
+def _centered(wm: np.ndarray, fitted: np.ndarray) -> _MonotoneMap:
+    """Centered isotonic regression (Oron & Flournoy, 2017): one knot per block of equal
+    fitted value, at the block's mean world-model score, plus the anchors' extreme scores
+    holding the end blocks' values. The map stays monotone and passes through every block
+    mean, but it rises between blocks instead of stepping."""
+    order = np.argsort(wm, kind="stable")
+    x, y = wm[order], fitted[order]
+    block_id = np.concatenate([[0], np.cumsum(np.diff(y) != 0)])
+    sizes = np.bincount(block_id)
+    centres = np.bincount(block_id, weights=x) / sizes
+    levels = y[np.concatenate([[0], np.cumsum(sizes)[:-1]])]
+    knots_x = np.concatenate([[x[0]], centres, [x[-1]]])
+    knots_y = np.concatenate([[levels[0]], levels, [levels[-1]]])
+    # An end block of one distinct score has its centre on the extreme score: drop the twin.
+    keep = np.concatenate([[True], np.diff(knots_x) > 0])
+    return _MonotoneMap(knots_x[keep], knots_y[keep])
 
 
 def _apply(maps: _Maps, wm: np.ndarray, tasks: np.ndarray, config: CalibratorConfig) -> np.ndarray:

@@ -62,10 +62,59 @@ def test_calibrated_mae_falls_to_the_noise_floor() -> None:
         curves.append(curve)
     mae = np.mean(curves, axis=0)
     raw_mae = np.mean(np.abs(wm_test - real_test))
-    # Measured: about 0.064, 0.038, 0.035, 0.033, 0.033 (floor 0.032), raw 0.30.
+    # Measured (centered map): about 0.063, 0.037, 0.034, 0.033, 0.032 (floor 0.032), raw 0.30.
     assert np.all(np.diff(mae) < 0), mae
     assert mae[-1] < 1.15 * NOISE_FLOOR, (mae, NOISE_FLOOR)
     assert mae[-1] < raw_mae / 5
+
+
+@pytest.mark.parametrize("centered", [True, False])
+def test_both_maps_are_monotone_and_stay_in_range(centered: bool) -> None:
+    calibrator = fitted(200, centered=centered)
+    grid = np.linspace(-0.5, 1.5, 2001)
+    out = calibrator.calibrate(grid)
+    assert np.all(np.diff(out) >= 0)
+    assert out.min() >= 0.0 and out.max() <= 1.0
+
+
+def test_centered_map_keeps_the_order_of_distinct_scores() -> None:
+    """A flat isotonic block ties every world-model score inside it, and tied members of a
+    GRPO group get the same advantage. The centered map only ties scores beyond the anchors'
+    extremes, where it clips."""
+    rng = np.random.default_rng(7)
+    wm, real = draw(rng, 120)
+    inside = np.sort(rng.uniform(wm.min(), wm.max(), 500))
+    step = Calibrator(CalibratorConfig(centered=False))
+    centered = Calibrator(CalibratorConfig(centered=True))
+    for calibrator in (step, centered):
+        calibrator.add_pairs(wm, real)
+    assert np.count_nonzero(np.diff(step.calibrate(inside)) == 0) > 100  # plateaus
+    centered_out = centered.calibrate(inside)
+    first_centre, last_centre = _block_centres(wm, step.calibrate(wm))[[0, -1]]
+    interior = (inside > first_centre) & (inside < last_centre)
+    assert np.all(np.diff(centered_out[interior]) > 0)
+
+
+def _block_centres(wm: np.ndarray, fitted_values: np.ndarray) -> np.ndarray:
+    """Mean world-model score of each run of equal fitted values, in score order."""
+    order = np.argsort(wm)
+    x, y = wm[order], fitted_values[order]
+    starts = np.flatnonzero(np.concatenate([[True], np.diff(y) != 0]))
+    return np.array([x[a:b].mean() for a, b in zip(starts, [*starts[1:], x.size])])
+
+
+def test_centered_map_passes_through_the_block_means() -> None:
+    rng = np.random.default_rng(3)
+    wm, real = draw(rng, 80)
+    step = Calibrator(CalibratorConfig(centered=False, holdout_fraction=0.01))
+    centered = Calibrator(CalibratorConfig(centered=True, holdout_fraction=0.01))
+    for calibrator in (step, centered):
+        calibrator.add_pairs(wm, real)
+    fit = ~step._held
+    levels = step.calibrate(wm[fit])
+    centres = _block_centres(wm[fit], levels)
+    expected = np.unique(levels)
+    np.testing.assert_allclose(centered.calibrate(centres), expected, atol=1e-12)
 
 
 def test_eta2_approaches_sigma2_and_is_not_optimistic() -> None:
@@ -204,6 +253,25 @@ def test_per_task_map_needs_enough_pairs_else_global() -> None:
     np.testing.assert_array_equal(mixed, np.concatenate([own, pooled]))
 
 
+def test_anchors_that_all_failed_leave_the_world_models_ranking_alone() -> None:
+    """Binary success (LIBERO): while every anchor failed, a fitted map would be the constant
+    0, tying every world-model group at zero advantage. Until a success arrives the raw
+    probabilities are kept, and a task whose anchors all failed uses the global map."""
+    calibrator = Calibrator(CalibratorConfig(min_pairs_global=10, min_pairs_per_task=10))
+    rng = np.random.default_rng(0)
+    calibrator.add_pairs(rng.uniform(0.0, 0.6, 40), np.zeros(40), "hard")
+    probe = np.array([0.05, 0.2, 0.4, 0.9])
+    np.testing.assert_array_equal(calibrator.calibrate(probe, "hard"), probe)
+    assert calibrator.eta2 > 0  # the raw scores' error still sets the anchor weight
+
+    wm = rng.uniform(0.0, 1.0, 200)
+    calibrator.add_pairs(wm, (rng.uniform(0, 1, 200) < wm).astype(float), "mixed")
+    pooled = calibrator.calibrate(probe)
+    assert np.all(np.diff(pooled) > 0) and not np.allclose(pooled, probe)
+    np.testing.assert_array_equal(calibrator.calibrate(probe, "hard"), pooled)
+    assert not np.array_equal(calibrator.calibrate(probe, "mixed"), pooled)
+
+
 def test_identity_clipped_before_min_pairs() -> None:
     calibrator = Calibrator(CalibratorConfig(min_pairs_global=20, min_pairs_per_task=20))
     wm = np.array([-3.0, 0.0, 0.37, 1.0, 7.5])
@@ -307,6 +375,7 @@ def test_invalid_pairs_raise_config_error() -> None:
     {"max_discordant_rate": 1.5},
     {"nonmonotone_z": -1.0},
     {"seed": 1.5},
+    {"centered": 1},
 ])
 def test_config_validation(overrides: dict[str, Any]) -> None:
     with pytest.raises(ConfigError):
