@@ -29,8 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-TRAIN_INITS = tuple(range(40))
-HELDOUT_INITS = tuple(range(40, 50))
+from wmrl_envs.libero.tasks import HELDOUT_INIT_STATES, TRAIN_INIT_STATES
+
+TRAIN_INITS = tuple(TRAIN_INIT_STATES)
+HELDOUT_INITS = tuple(HELDOUT_INIT_STATES)
 #: Prefix lengths the model learns to read (the env's default wm_horizon is 260).
 HORIZONS = (40, 100, 160, 220, 260, 300, 380, 460, 520)
 #: (chunk name, noise level, init states): what ``collect`` simulates.
