@@ -3,7 +3,7 @@
 Uses the held-out rows of the corpus (solutions executed in the sandbox, none of them seen in
 training) and the shipped artefact:
 
-1. ranking: Spearman rho of predicted vs real position score, over all rows and as the mean
+1. ranking: Spearman rho of predicted vs real score, over all rows and as the mean
    over tasks; the embedding head and the static head (``embed=False``) side by side.
 2. calibration: MAE of raw vs isotonic-calibrated predictions against the number of anchor
    pairs. For each n in ``--pairs`` and each seed, n pairs are drawn from the held-out rows,
@@ -22,6 +22,8 @@ MAE at least 30% below raw MAE by 100 pairs, world model at least 50x cheaper th
 
     python bench/world_model_quality.py [--corpus assets/world_models/corpus.csv] [--seeds 20] [--exec-sample 16]
         [--llm-sample 24]   # adds the LLM world model on a sample of the same solutions
+        [--corpus assets/world_models/dsbench_corpus.csv --name world_model_quality_dsbench]
+                            # the same report for another suite's executed held-out solutions
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ def plot(curve: list[dict[str, float]], pred: np.ndarray, real: np.ndarray, path
     left.legend()
     right.scatter(pred, real, s=8, alpha=0.5)
     right.plot([0, 1], [0, 1], color="grey", lw=0.8)
-    right.set(xlabel="surrogate prediction (raw)", ylabel="real position score", title="Held-out solutions",
+    right.set(xlabel="surrogate prediction (raw)", ylabel="real score (position score; RPG on DSBench)", title="Held-out solutions",
               xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -227,7 +229,7 @@ def machine() -> dict[str, object]:
 def markdown(report: dict) -> str:
     r, s, c, m = report["ranking"]["embed"], report["ranking"]["static"], report["cost"], report["machine"]
     lines = [
-        "### Surrogate world model quality (held-out tasks)",
+        f"### Surrogate world model quality (held-out tasks of suite {', '.join(report['config']['suites'])})",
         "",
         (f"{m['cores']} cores, {m['ram_gib']} GiB RAM, {m['date'][:10]}, commit `{m['git_commit'][:10]}`; "
          f"{report['config']['rows']} held-out solutions on {report['config']['tasks']} tasks, "
@@ -297,7 +299,12 @@ def main() -> None:
     parser.add_argument("--llm-base-url", default=None,
                         help="score with the model behind this OpenAI-compatible endpoint instead (e.g. vLLM)")
     parser.add_argument("--llm-model", default="default", help="model name sent to --llm-base-url")
+    parser.add_argument("--name", default="world_model_quality",
+                        help="stem of the result files in bench/results (e.g. for another suite's corpus)")
     args = parser.parse_args()
+    rerun = "".join(f" {flag} {value}" for flag, value, default in (
+        ("--corpus", os.path.relpath(args.corpus.resolve(), REPO), "assets/world_models/corpus.csv"),
+        ("--name", args.name, "world_model_quality"), ("--llm-sample", args.llm_sample, 0)) if value != default)
 
     tasks, scripts, real, frame = heldout_rows(args.corpus)
     task_ids = frame["task_id"].to_numpy()
@@ -316,7 +323,7 @@ def main() -> None:
                    "seeds": args.seeds, "min_eval": args.min_eval, "exec_sample": args.exec_sample,
                    "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
                    "calibrator": Calibrator().config.to_dict(),
-                   "rerun_args": f" --llm-sample {args.llm_sample}" if args.llm_sample else ""},
+                   "suites": sorted({t.spec.suite for t in tasks}), "rerun_args": rerun},
         "ranking": {"embed": ranking(pred, real, task_ids), "static": ranking(static, real, task_ids)},
         "calibration": calibration_curve(pred, real, task_ids, args.pairs, args.seeds, args.min_eval),
         "calibration_in_sample_bound_mae": isotonic_bound(pred, real, task_ids),
@@ -334,9 +341,9 @@ def main() -> None:
         "cost": report["cost"]["ratio_wall"] >= TARGET_COST_RATIO,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "world_model_quality.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / "world_model_quality.md").write_text(markdown(report))
-    plot(report["calibration"], pred, real, RESULTS / "world_model_quality.png")
+    (RESULTS / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / f"{args.name}.md").write_text(markdown(report))
+    plot(report["calibration"], pred, real, RESULTS / f"{args.name}.png")
     print(markdown(report))
 
 
