@@ -55,8 +55,13 @@ class CalibratorConfig:
             while every fitted real score is the same, ``calibrate()`` returns the raw score
             clipped to ``score_range``.
         min_pairs_per_task: Fitted pairs a task needs for its own map, among which real
-            scores must differ. Any other task uses the global map. Must be at least
-            ``min_pairs_global``.
+            scores must differ. Any other task uses the global map alone. A task map also
+            needs the global map to exist (``min_pairs_global`` pairs over all tasks).
+        task_prior_pairs: Pseudo-pairs of the global map in a task's calibration: a task
+            with ``n`` fitted pairs and a map of its own gets ``w * own + (1 - w) * global``
+            with ``w = n / (n + task_prior_pairs)``. Partial pooling lets a task's few
+            pairs correct its own bias (a task-specific scale, such as DSBench's RPG)
+            only as far as their number justifies. ``0`` uses the task's own map alone.
         holdout_fraction: Share of pairs held back from the maps for the audit. A hash of
             ``(seed, pair counter)`` picks them, so a rerun holds back the same pairs.
         cv_folds: Folds of the cross-fitted residuals behind ``eta2`` and the audit's MAE.
@@ -79,6 +84,7 @@ class CalibratorConfig:
     score_range: tuple[float, float] = (0.0, 1.0)
     min_pairs_global: int = 20
     min_pairs_per_task: int = 50
+    task_prior_pairs: float = 0.0
     holdout_fraction: float = 0.1
     cv_folds: int = 5
     eta2_window: int | None = None
@@ -103,11 +109,13 @@ class CalibratorConfig:
         # Two pairs give cross-fitting two folds, so no fold trains on nothing.
         _require(self.min_pairs_global >= 2,
                  f"min_pairs_global must be >= 2, got {self.min_pairs_global}")
-        # A task never has more pairs than the whole pool, so this makes "per-task map
-        # implies a global map" hold.
-        _require(self.min_pairs_per_task >= self.min_pairs_global,
-                 f"min_pairs_per_task ({self.min_pairs_per_task}) must be >= "
-                 f"min_pairs_global ({self.min_pairs_global})")
+        # A task map is fitted only next to a global map (_fit_maps), whatever this is.
+        _require(self.min_pairs_per_task >= 2,
+                 f"min_pairs_per_task must be >= 2, got {self.min_pairs_per_task}")
+        _require(isinstance(self.task_prior_pairs, (int, float))
+                 and not isinstance(self.task_prior_pairs, bool)
+                 and math.isfinite(self.task_prior_pairs) and self.task_prior_pairs >= 0,
+                 f"task_prior_pairs must be a finite number >= 0, got {self.task_prior_pairs!r}")
         _require(0.0 < self.holdout_fraction < 1.0,
                  f"holdout_fraction must be in (0, 1), got {self.holdout_fraction}")
         _require(self.cv_folds >= 2, f"cv_folds must be >= 2, got {self.cv_folds}")
@@ -464,8 +472,9 @@ def _fit_task_maps(names: Iterable[str], wm: np.ndarray, real: np.ndarray, tasks
 class _MonotoneMap:
     """A fitted isotonic map as knots of a piecewise-linear function, clipped at both ends."""
 
-    def __init__(self, knots_x: np.ndarray, knots_y: np.ndarray) -> None:
+    def __init__(self, knots_x: np.ndarray, knots_y: np.ndarray, n_pairs: int) -> None:
         self.knots_x, self.knots_y = knots_x, knots_y
+        self.n_pairs = n_pairs  # how many pairs it was fitted on
 
     def predict(self, wm: np.ndarray) -> np.ndarray:
         # np.interp holds the end values beyond the knots: out_of_bounds="clip".
@@ -479,7 +488,7 @@ def _isotonic(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig) -> _Mo
     isotonic = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=lo, y_max=hi)
     isotonic.fit(wm, real)
     if not config.centered or isotonic.X_thresholds_.size < 2:
-        return _MonotoneMap(isotonic.X_thresholds_, isotonic.y_thresholds_)
+        return _MonotoneMap(isotonic.X_thresholds_, isotonic.y_thresholds_, wm.size)
     return _centered(wm, isotonic.predict(wm))
 
 
@@ -498,7 +507,7 @@ def _centered(wm: np.ndarray, fitted: np.ndarray) -> _MonotoneMap:
     knots_y = np.concatenate([[levels[0]], levels, [levels[-1]]])
     # An end block of one distinct score has its centre on the extreme score: drop the twin.
     keep = np.concatenate([[True], np.diff(knots_x) > 0])
-    return _MonotoneMap(knots_x[keep], knots_y[keep])
+    return _MonotoneMap(knots_x[keep], knots_y[keep], wm.size)
 
 
 def _apply(maps: _Maps, wm: np.ndarray, tasks: np.ndarray, config: CalibratorConfig) -> np.ndarray:
@@ -508,7 +517,10 @@ def _apply(maps: _Maps, wm: np.ndarray, tasks: np.ndarray, config: CalibratorCon
     for task, task_map in maps.task_maps.items():
         rows = tasks == task
         if rows.any():
-            out[rows] = task_map.predict(wm[rows])
+            # Partial pooling: a blend of two monotone maps is monotone, and the task's own
+            # map takes over as its pairs outnumber the prior's pseudo-pairs.
+            weight = task_map.n_pairs / (task_map.n_pairs + config.task_prior_pairs)
+            out[rows] = weight * task_map.predict(wm[rows]) + (1 - weight) * out[rows]
     return out
 
 

@@ -253,6 +253,34 @@ def test_per_task_map_needs_enough_pairs_else_global() -> None:
     np.testing.assert_array_equal(mixed, np.concatenate([own, pooled]))
 
 
+def test_task_map_is_pooled_towards_the_global_map_by_its_pair_count() -> None:
+    rng = np.random.default_rng(1)
+    s_pool = rng.uniform(0.2, 0.8, 400)  # other tasks: distortion sqrt(s)
+    s_task = rng.uniform(0.2, 0.8, 12)  # this task: distortion s**2, only 12 pairs
+    wm = np.concatenate([np.sqrt(s_pool), s_task**2])
+    real = np.concatenate([s_pool, s_task]) + rng.normal(0, SIGMA, 412)
+    tasks = [f"t{i % 40}" for i in range(400)] + ["scarce"] * 12
+
+    def calibrated(prior: float) -> np.ndarray:
+        calibrator = Calibrator(CalibratorConfig(min_pairs_per_task=4, task_prior_pairs=prior))
+        calibrator.add_pairs(wm, real, tasks)
+        return calibrator.calibrate(probe, "scarce"), calibrator.calibrate(probe)
+
+    probe = np.linspace(0.1, 0.5, 30)
+    own, pooled = calibrated(0.0)
+    blended, same_pooled = calibrated(12.0)
+    np.testing.assert_array_equal(pooled, same_pooled)  # other tasks are unaffected
+    assert np.all(np.diff(blended) >= 0)
+    # With as many pseudo-pairs as the task has pairs (up to the few held back), the blend
+    # sits about halfway between the task's own map and the global one.
+    weight = (blended - pooled) / (own - pooled)
+    moved = np.abs(own - pooled) > 0.05
+    assert moved.sum() > 10
+    assert np.all((weight[moved] > 0.4) & (weight[moved] < 0.55))
+    far, _ = calibrated(1e9)
+    np.testing.assert_allclose(far, pooled, atol=1e-6)
+
+
 def test_anchors_that_all_failed_leave_the_world_models_ranking_alone() -> None:
     """Binary success (LIBERO): while every anchor failed, a fitted map would be the constant
     0, tying every world-model group at zero advantage. Until a success arrives the raw
@@ -368,7 +396,9 @@ def test_invalid_pairs_raise_config_error() -> None:
     {"score_range": (1.0, 0.0)},
     {"score_range": (0.0, math.inf)},
     {"min_pairs_global": 0},
-    {"min_pairs_global": 30, "min_pairs_per_task": 10},
+    {"min_pairs_per_task": 1},
+    {"task_prior_pairs": -1.0},
+    {"task_prior_pairs": math.nan},
     {"holdout_fraction": 0.0},
     {"cv_folds": 1},
     {"eta2_window": 0},

@@ -1,0 +1,147 @@
+"""Choose the calibrator's per-task settings on train-split tasks the world model never saw.
+
+The per-task part of :class:`~wmrl_envs.calibration.Calibrator` has two knobs:
+``min_pairs_per_task`` (pairs before a task gets a map of its own) and ``task_prior_pairs``
+(how strongly that map is pooled towards the global one). Choosing them on held-out tasks
+would tune the calibrator on its own test set, so this script scores a grid of settings on a
+corpus's **train-split** rows, refusing a corpus the surrogate was fitted on (its predictions
+there are in-sample and too good). DSBench's train tasks qualify: the shipped surrogate was
+fitted on MLE tasks only.
+
+Anchor pairs are drawn the way training produces them, a group of ``--group-size`` solutions
+of one task at a time; each setting is fitted on the same draws and scored by MAE on the rows
+not drawn. The setting with the lowest MAE averaged over ``--pairs`` wins.
+
+    python bench/calibrator_settings.py --corpus assets/world_models/dsbench_corpus.csv
+
+Writes ``bench/results/calibrator_settings.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agents.code.grammar import SolutionChoices, render_script  # noqa: E402
+from trainers.cli import machine_info  # noqa: E402
+from wmrl_envs.calibration import Calibrator, CalibratorConfig  # noqa: E402
+from wmrl_envs.tasks import get_task  # noqa: E402
+from wmrl_envs.world_models import corpus as corpus_lib  # noqa: E402
+from wmrl_envs.world_models import surrogate as surrogate_lib  # noqa: E402
+
+RESULTS = REPO / "bench" / "results"
+
+
+def train_rows(corpus: Path, artefact: Path):
+    """World-model predictions, real scores and task ids of the corpus's train-split rows."""
+    model = surrogate_lib.SurrogateWorldModel.load(artefact)
+    if model.manifest.get("corpus", {}).get("sha256") == corpus_lib.corpus_sha256(corpus):
+        raise SystemExit(f"the surrogate was fitted on {corpus}: its train rows are in-sample. "
+                         "Use a corpus of tasks it never saw (e.g. assets/world_models/dsbench_corpus.csv)")
+    frame = corpus_lib.read_corpus(corpus)
+    frame = frame[frame["split"] == "train"].reset_index(drop=True)
+    if frame.empty:
+        raise SystemExit(f"{corpus} has no train-split rows: build them with scripts/build_world_model.py")
+    tasks = {tid: get_task(tid) for tid in frame["task_id"].unique()}
+    items = corpus_lib.corpus_items(frame)
+    row_tasks = [tasks[i.task_id] for i in items]
+    scripts = [i.script(t.spec, lambda spec, choices, seed: render_script(spec, SolutionChoices(**choices), seed))
+               for i, t in zip(items, row_tasks)]
+    pred = np.array([p.score for p in model.predict(row_tasks, scripts)])
+    return pred, frame["real_score"].to_numpy(float), frame["task_id"].to_numpy()
+
+
+def draw_groups(task_ids: np.ndarray, n: int, group_size: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``n`` pairs drawn as whole groups: a random task, then ``group_size`` of its rows."""
+    left = {t: list(rng.permutation(np.flatnonzero(task_ids == t))) for t in np.unique(task_ids)}
+    drawn: list[int] = []
+    while len(drawn) < n:
+        task = rng.choice([t for t, rows in left.items() if rows])
+        take = min(group_size, n - len(drawn), len(left[task]))
+        drawn += [left[task].pop() for _ in range(take)]
+    return np.array(drawn)
+
+
+def score_settings(pred, real, task_ids, settings, sizes, seeds, group_size) -> list[dict]:
+    rows = []
+    for n in sizes:
+        maes = {s: [] for s in settings}
+        raw = []
+        for seed in range(seeds):
+            drawn = draw_groups(task_ids, n, group_size, np.random.default_rng(seed))
+            rest = np.setdiff1d(np.arange(real.size), drawn)
+            raw.append(np.abs(pred[rest] - real[rest]).mean())
+            for setting in settings:
+                calibrator = Calibrator(CalibratorConfig(min_pairs_per_task=setting[0], task_prior_pairs=setting[1]))
+                calibrator.add_pairs(pred[drawn], real[drawn], list(task_ids[drawn]))
+                maes[setting].append(np.abs(calibrator.calibrate(pred[rest], list(task_ids[rest])) - real[rest]).mean())
+        for setting, values in maes.items():
+            rows.append({"pairs": n, "min_pairs_per_task": setting[0], "task_prior_pairs": setting[1],
+                         "mae_raw": float(np.mean(raw)), "mae": float(np.mean(values)), "mae_sd": float(np.std(values))})
+    return rows
+
+
+def markdown(report: dict) -> str:
+    sizes = report["config"]["pairs"]
+    lines = ["### Calibrator per-task settings, chosen on train-split tasks the surrogate never saw", "",
+             f"{report['config']['rows']} executed solutions of {report['config']['tasks']} train tasks "
+             f"(`{report['config']['corpus']}`), {report['config']['seeds']} draws per pair count, anchors drawn "
+             f"in groups of {report['config']['group_size']}. MAE on the undrawn rows:", "",
+             "| min_pairs_per_task | task_prior_pairs | " + " | ".join(f"{n} pairs" for n in sizes) + " | mean |",
+             "|---:|---:|" + "---:|" * (len(sizes) + 1)]
+    raw = {r["pairs"]: r["mae_raw"] for r in report["rows"]}
+    lines.append("| raw | | " + " | ".join(f"{raw[n]:.3f}" for n in sizes) + f" | {np.mean(list(raw.values())):.3f} |")
+    for setting, mean in report["ranking"]:
+        cells = [next(r for r in report["rows"] if r["pairs"] == n and
+                      (r["min_pairs_per_task"], r["task_prior_pairs"]) == tuple(setting)) for n in sizes]
+        mark = "**" if list(setting) == list(report["ranking"][0][0]) else ""
+        lines.append(f"| {mark}{setting[0]}{mark} | {mark}{setting[1]:g}{mark} | "
+                     + " | ".join(f"{c['mae']:.3f}" for c in cells) + f" | {mean:.3f} |")
+    m = report["machine"]
+    lines += ["", f"Chosen (bold): the lowest mean. {m['cores']} cores, {m['date'][:10]}, commit `{m['commit'][:10]}`. "
+              f"Rerun: `python bench/calibrator_settings.py --corpus {report['config']['corpus']}`"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, required=True, help="corpus CSV with train-split rows of unseen tasks")
+    parser.add_argument("--artefact", type=Path, default=surrogate_lib.default_path())
+    parser.add_argument("--pairs", type=int, nargs="+", default=[30, 100, 300])
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--group-size", type=int, default=4, help="pairs per anchor group (the trainer's G)")
+    parser.add_argument("--min-pairs-per-task", type=int, nargs="+", default=[4, 8, 16, 50])
+    parser.add_argument("--task-prior-pairs", type=float, nargs="+", default=[0, 4, 8, 16, 32])
+    args = parser.parse_args()
+
+    pred, real, task_ids = train_rows(args.corpus, args.artefact)
+    if max(args.pairs) > real.size - 40:
+        raise SystemExit(f"--pairs up to {max(args.pairs)} leaves too few of {real.size} rows to score on")
+    settings = list(itertools.product(args.min_pairs_per_task, args.task_prior_pairs))
+    rows = score_settings(pred, real, task_ids, settings, args.pairs, args.seeds, args.group_size)
+    mean = {s: float(np.mean([r["mae"] for r in rows if (r["min_pairs_per_task"], r["task_prior_pairs"]) == s]))
+            for s in settings}
+    report = {"machine": machine_info(),
+              "config": {"corpus": os.path.relpath(args.corpus.resolve(), REPO), "rows": int(real.size),
+                         "tasks": int(np.unique(task_ids).size), "pairs": args.pairs, "seeds": args.seeds,
+                         "group_size": args.group_size},
+              "rows": rows, "ranking": sorted(([list(s), m] for s, m in mean.items()), key=lambda x: x[1])}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "calibrator_settings.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / "calibrator_settings.md").write_text(markdown(report))
+    print(markdown(report))
+
+
+if __name__ == "__main__":
+    main()
