@@ -33,12 +33,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agents.code.grammar import SolutionChoices, render_script  # noqa: E402
 from trainers.cli import machine_info  # noqa: E402
 from wmrl_envs.calibration import Calibrator, CalibratorConfig  # noqa: E402
-from wmrl_envs.tasks import get_task  # noqa: E402
 from wmrl_envs.world_models import corpus as corpus_lib  # noqa: E402
 from wmrl_envs.world_models import surrogate as surrogate_lib  # noqa: E402
+from world_model_quality import corpus_rows  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 RESULTS = REPO / "bench" / "results"
 
@@ -49,17 +48,9 @@ def train_rows(corpus: Path, artefact: Path):
     if model.manifest.get("corpus", {}).get("sha256") == corpus_lib.corpus_sha256(corpus):
         raise SystemExit(f"the surrogate was fitted on {corpus}: its train rows are in-sample. "
                          "Use a corpus of tasks it never saw (e.g. assets/world_models/dsbench_corpus.csv)")
-    frame = corpus_lib.read_corpus(corpus)
-    frame = frame[frame["split"] == "train"].reset_index(drop=True)
-    if frame.empty:
-        raise SystemExit(f"{corpus} has no train-split rows: build them with scripts/build_world_model.py")
-    tasks = {tid: get_task(tid) for tid in frame["task_id"].unique()}
-    items = corpus_lib.corpus_items(frame)
-    row_tasks = [tasks[i.task_id] for i in items]
-    scripts = [i.script(t.spec, lambda spec, choices, seed: render_script(spec, SolutionChoices(**choices), seed))
-               for i, t in zip(items, row_tasks)]
-    pred = np.array([p.score for p in model.predict(row_tasks, scripts)])
-    return pred, frame["real_score"].to_numpy(float), frame["task_id"].to_numpy()
+    tasks, scripts, real, frame = corpus_rows(corpus, split="train")
+    pred = np.array([p.score for p in model.predict(tasks, scripts)])
+    return pred, real, frame["task_id"].to_numpy()
 
 
 def draw_groups(task_ids: np.ndarray, n: int, group_size: int, rng: np.random.Generator) -> np.ndarray:

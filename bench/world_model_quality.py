@@ -62,13 +62,15 @@ def render(spec, choices: dict[str, str], seed: int) -> str:
     return render_script(spec, SolutionChoices(**choices), seed)
 
 
-def heldout_rows(corpus_path: Path):
-    """Tasks, scripts and real scores of the corpus's held-out rows (never trained on)."""
+def corpus_rows(corpus_path: Path, split: str = "heldout"):
+    """Tasks, scripts and real scores of the corpus's rows of one split."""
     frame = corpus_lib.read_corpus(corpus_path)
-    frame = frame[frame["split"] == "heldout"].reset_index(drop=True)
+    frame = frame[frame["split"] == split].reset_index(drop=True)
+    if frame.empty:
+        raise SystemExit(f"{corpus_path} has no {split}-split rows: build them with scripts/build_world_model.py")
     tasks = {tid: get_task(tid) for tid in frame["task_id"].unique()}
-    if any(not t.spec.is_heldout for t in tasks.values()):
-        raise SystemExit("corpus rows marked heldout belong to a train task: rebuild the corpus")
+    if any(t.spec.split != split for t in tasks.values()):
+        raise SystemExit(f"corpus rows marked {split} belong to tasks of another split: rebuild the corpus")
     items = corpus_lib.corpus_items(frame)
     row_tasks = [tasks[i.task_id] for i in items]
     scripts = [i.script(t.spec, render) for i, t in zip(items, row_tasks)]
@@ -306,7 +308,7 @@ def main() -> None:
         ("--corpus", os.path.relpath(args.corpus.resolve(), REPO), "assets/world_models/corpus.csv"),
         ("--name", args.name, "world_model_quality"), ("--llm-sample", args.llm_sample, 0)) if value != default)
 
-    tasks, scripts, real, frame = heldout_rows(args.corpus)
+    tasks, scripts, real, frame = corpus_rows(args.corpus)
     task_ids = frame["task_id"].to_numpy()
     model = surrogate_lib.SurrogateWorldModel.load(args.artefact)
     wm_cost = world_model_cost(model, tasks, scripts)

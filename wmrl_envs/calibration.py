@@ -176,7 +176,8 @@ class AuditReport:
 
 @dataclass(frozen=True)
 class _Maps:
-    """Fitted maps: none below ``min_pairs_global`` (identity), else global plus per-task."""
+    """Fitted maps: none (identity) below ``min_pairs_global`` or while every real score is
+    the same, else global plus per-task."""
 
     global_map: _MonotoneMap | None
     task_maps: dict[str, _MonotoneMap]
