@@ -39,7 +39,8 @@ def write_plots(run_dir: Path, history: Sequence[dict[str, Any]], calibrator_sta
         if np.isfinite(values).any():
             ax.plot(steps, values, marker=".", label=label)
     ax.set(xlabel="step", ylabel="training reward", title="Reward per step")
-    ax.legend()
+    if ax.lines:  # a run stopped before its first step has nothing to label
+        ax.legend()
     written.append(_save(fig, run_dir / "reward.png"))
 
     pairs = _pairs(calibrator_state)

@@ -59,9 +59,10 @@ class WMRLTrainer:
         self.generator = torch.Generator().manual_seed(config.seed)
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
         self.reference = _frozen_copy(policy) if config.kl_coef > 0 else None
-        self.calibrator = Calibrator(CalibratorConfig(
-            min_pairs_global=config.min_calibration_pairs,
-            min_pairs_per_task=max(50, config.min_calibration_pairs), seed=config.seed))
+        # Per-task maps and their pooling keep the calibrator's defaults: the pooling is
+        # chosen out of fold from the anchors, so a task map is used only where it helps.
+        self.calibrator = Calibrator(CalibratorConfig(min_pairs_global=config.min_calibration_pairs,
+                                                      seed=config.seed))
         self.ledger = ComputeLedger()
         self.c = config.fusion_c
         self.warmup: dict[str, float] = {}

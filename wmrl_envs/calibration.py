@@ -39,6 +39,9 @@ ArrayLike = Sequence[float] | np.ndarray
 TaskIds = Sequence[str | None] | str | None
 
 _STATE_FORMAT = 1
+# Candidates for task_prior_pairs=None, from full pooling (the global map alone) to none.
+# Listed in that order so that a tie keeps the more pooled, less variable, value.
+_TASK_PRIOR_GRID = (math.inf, 64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0, 0.0)
 # Below this many held-back pairs (globally, or for one task) rank statistics are too noisy
 # to flag on: Spearman's rho has a standard error of about 1/sqrt(n - 1).
 _MIN_AUDIT_PAIRS = 20
@@ -62,6 +65,12 @@ class CalibratorConfig:
             with ``w = n / (n + task_prior_pairs)``. Partial pooling lets a task's few
             pairs correct its own bias (a task-specific scale, such as DSBench's RPG)
             only as far as their number justifies. ``0`` uses the task's own map alone.
+            ``None`` (the default) chooses it on every refit from the anchors themselves:
+            the value of a grid from 0 to 64, or the global map alone, whose blend predicts
+            the pairs best out of fold (squared error, the ``cv_folds`` folds of ``eta2``).
+            A world model whose error does not depend on the task (MLE-Dojo held-out) then
+            keeps the global map; one with a per-task bias (the MLE-trained surrogate on
+            DSBench) gets per-task maps (``bench/calibrator_settings.py``).
         holdout_fraction: Share of pairs held back from the maps for the audit. A hash of
             ``(seed, pair counter)`` picks them, so a rerun holds back the same pairs.
         cv_folds: Folds of the cross-fitted residuals behind ``eta2`` and the audit's MAE.
@@ -83,8 +92,8 @@ class CalibratorConfig:
 
     score_range: tuple[float, float] = (0.0, 1.0)
     min_pairs_global: int = 20
-    min_pairs_per_task: int = 50
-    task_prior_pairs: float = 0.0
+    min_pairs_per_task: int = 2
+    task_prior_pairs: float | None = None
     holdout_fraction: float = 0.1
     cv_folds: int = 5
     eta2_window: int | None = None
@@ -112,10 +121,12 @@ class CalibratorConfig:
         # A task map is fitted only next to a global map (_fit_maps), whatever this is.
         _require(self.min_pairs_per_task >= 2,
                  f"min_pairs_per_task must be >= 2, got {self.min_pairs_per_task}")
-        _require(isinstance(self.task_prior_pairs, (int, float))
-                 and not isinstance(self.task_prior_pairs, bool)
-                 and math.isfinite(self.task_prior_pairs) and self.task_prior_pairs >= 0,
-                 f"task_prior_pairs must be a finite number >= 0, got {self.task_prior_pairs!r}")
+        _require(self.task_prior_pairs is None
+                 or (isinstance(self.task_prior_pairs, (int, float))
+                     and not isinstance(self.task_prior_pairs, bool)
+                     and math.isfinite(self.task_prior_pairs) and self.task_prior_pairs >= 0),
+                 f"task_prior_pairs must be None (chosen from the anchors) or a finite number >= 0, "
+                 f"got {self.task_prior_pairs!r}")
         _require(0.0 < self.holdout_fraction < 1.0,
                  f"holdout_fraction must be in (0, 1), got {self.holdout_fraction}")
         _require(self.cv_folds >= 2, f"cv_folds must be >= 2, got {self.cv_folds}")
@@ -177,10 +188,12 @@ class AuditReport:
 @dataclass(frozen=True)
 class _Maps:
     """Fitted maps: none (identity) below ``min_pairs_global`` or while every real score is
-    the same, else global plus per-task."""
+    the same, else global plus per-task, blended with ``task_prior`` pseudo-pairs of the
+    global map (``inf``: the global map alone, and no task maps are kept)."""
 
     global_map: _MonotoneMap | None
     task_maps: dict[str, _MonotoneMap]
+    task_prior: float
 
 
 class Calibrator:
@@ -209,7 +222,7 @@ class Calibrator:
         self._real = np.empty(0)
         self._tasks = np.empty(0, dtype=object)  # str, or None for untasked pairs
         self._held = np.empty(0, dtype=bool)
-        self._maps = _Maps(None, {})
+        self._maps = _Maps(None, {}, math.inf)
         self._oof: np.ndarray | None = None  # cross-fitted predictions, computed lazily
         self._audit: AuditReport | None = None
 
@@ -260,8 +273,9 @@ class Calibrator:
     def calibrate(self, wm_scores: ArrayLike, task_ids: TaskIds = None) -> np.ndarray:
         """Map world-model scores to calibrated scores in ``score_range``.
 
-        A task with at least ``min_pairs_per_task`` fitted pairs uses its own map. Any
-        other task, an unknown one or ``None`` uses the global map. Before
+        A task with at least ``min_pairs_per_task`` fitted pairs, whose real scores differ,
+        blends its own map with the global one (see :attr:`task_prior_pairs`). Any other
+        task, an unknown one or ``None`` uses the global map. Before
         ``min_pairs_global`` fitted pairs, or while all their real scores are equal, the
         result is the raw score clipped to range. Scores outside the anchors' range clip to
         the map's end values.
@@ -273,6 +287,14 @@ class Calibrator:
         tasks = _as_tasks(task_ids, wm.size)
         with self._lock:
             return _apply(self._maps, wm, tasks, self.config)
+
+    @property
+    def task_prior_pairs(self) -> float:
+        """Global pseudo-pairs in each task's blend: the configured value, or the one chosen
+        from the anchors when the config says ``None``. ``inf`` while tasks use the global
+        map alone (no map yet, no task with enough pairs, or task maps predict no better)."""
+        with self._lock:
+            return self._maps.task_prior
 
     @property
     def eta2(self) -> float:
@@ -449,18 +471,69 @@ def _fit_maps(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
     map then stays the identity and such a task uses the global map.
     """
     if wm.size < config.min_pairs_global or np.ptp(real) == 0:
-        return _Maps(None, {})
+        return _Maps(None, {}, math.inf)
     counts = Counter(task for task in tasks if task is not None)
-    own = {task for task, count in counts.items()
-           if count >= config.min_pairs_per_task and np.ptp(real[tasks == task]) > 0}
-    return _Maps(_isotonic(wm, real, config), _fit_task_maps(own, wm, real, tasks, config))
+    own = {task for task, count in counts.items() if _may_have_map(real[tasks == task], config)}
+    prior = config.task_prior_pairs
+    if prior is None:
+        prior = _choose_task_prior(wm, real, tasks, config) if own else math.inf
+    task_maps = {} if math.isinf(prior) else _fit_task_maps(own, wm, real, tasks, config)
+    return _Maps(_isotonic(wm, real, config), task_maps, prior)
+
+
+def _may_have_map(real: np.ndarray, config: CalibratorConfig) -> bool:
+    """Whether a task's fitted real scores earn it a map of its own."""
+    return real.size >= config.min_pairs_per_task and np.ptp(real) > 0
+
+
+def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
+                       config: CalibratorConfig) -> float:
+    """The grid value of ``task_prior_pairs`` whose blend of task and global maps, fitted on
+    the other folds, has the lowest squared error on each fold's pairs of mapped tasks.
+
+    Out of fold, a task map fitted on a handful of pairs shows its noise, so the choice falls
+    on the global map unless per-task maps predict new pairs better. The folds are those of
+    ``eta2``; that cross-fit then reuses the chosen value, a single number chosen on the same
+    pairs, which leaves ``eta2`` slightly optimistic.
+    """
+    folds = np.arange(wm.size) % config.cv_folds
+    pooled = np.empty(wm.size)
+    own = np.full(wm.size, np.nan)
+    own_pairs = np.zeros(wm.size)
+    for fold in range(config.cv_folds):
+        test = folds == fold
+        if not test.any():
+            continue
+        train = ~test
+        pooled[test] = _isotonic(wm[train], real[train], config).predict(wm[test])
+        for task in set(tasks[test]) - {None}:
+            rows = train & (tasks == task)
+            if _may_have_map(real[rows], config):
+                scored = test & (tasks == task)
+                own[scored] = _isotonic(wm[rows], real[rows], config).predict(wm[scored])
+                own_pairs[scored] = rows.sum()
+    mapped = ~np.isnan(own)
+    if not mapped.any():
+        return math.inf
+
+    def squared_error(prior: float) -> float:
+        weight = _pool_weight(own_pairs[mapped], prior)
+        blend = weight * own[mapped] + (1 - weight) * pooled[mapped]
+        return float(np.mean((blend - real[mapped]) ** 2))
+
+    return min(_TASK_PRIOR_GRID, key=squared_error)  # the first of equals: the most pooled
+
+
+def _pool_weight(n_pairs: np.ndarray | int, prior: float) -> np.ndarray | float:
+    """Weight of a task's own map, fitted on ``n_pairs``, against ``prior`` global pseudo-pairs."""
+    return n_pairs * 0.0 if math.isinf(prior) else n_pairs / (n_pairs + prior)
 
 
 def _fit_like(maps: _Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
               config: CalibratorConfig) -> _Maps:
     """The same maps as ``maps``, refitted on other pairs (a fold's training set)."""
     return _Maps(_isotonic(wm, real, config),
-                 _fit_task_maps(maps.task_maps, wm, real, tasks, config))
+                 _fit_task_maps(maps.task_maps, wm, real, tasks, config), maps.task_prior)
 
 
 def _fit_task_maps(names: Iterable[str], wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
@@ -520,7 +593,7 @@ def _apply(maps: _Maps, wm: np.ndarray, tasks: np.ndarray, config: CalibratorCon
         if rows.any():
             # Partial pooling: a blend of two monotone maps is monotone, and the task's own
             # map takes over as its pairs outnumber the prior's pseudo-pairs.
-            weight = task_map.n_pairs / (task_map.n_pairs + config.task_prior_pairs)
+            weight = _pool_weight(task_map.n_pairs, maps.task_prior)
             out[rows] = weight * task_map.predict(wm[rows]) + (1 - weight) * out[rows]
     return out
 

@@ -281,6 +281,44 @@ def test_task_map_is_pooled_towards_the_global_map_by_its_pair_count() -> None:
     np.testing.assert_allclose(far, pooled, atol=1e-6)
 
 
+def _tasks_with_offsets(rng: np.random.Generator, offsets: np.ndarray,
+                        n: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Pairs of random tasks whose world-model scores carry the task's own offset."""
+    task = rng.integers(0, offsets.size, n)
+    s = rng.uniform(0.2, 0.8, n)
+    return np.clip(cubic(s) + offsets[task], 0, 1), s + rng.normal(0, SIGMA, n), [f"t{i}" for i in task]
+
+
+def _cv_and_global_mae(offsets_bound: float, seed: int) -> tuple[Calibrator, float, float]:
+    """A default calibrator on 200 pairs of 25 tasks, and its MAE and the global map's on new pairs."""
+    rng = np.random.default_rng(seed)
+    offsets = rng.uniform(-offsets_bound, offsets_bound, 25)
+    wm, real, tasks = _tasks_with_offsets(rng, offsets, 200)
+    chosen, global_only = Calibrator(), Calibrator(CalibratorConfig(min_pairs_per_task=10**6))
+    chosen.add_pairs(wm, real, tasks)
+    global_only.add_pairs(wm, real, tasks)
+    wm, real, tasks = _tasks_with_offsets(rng, offsets, 2000)
+    return (chosen, float(np.abs(chosen.calibrate(wm, tasks) - real).mean()),
+            float(np.abs(global_only.calibrate(wm, tasks) - real).mean()))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_task_prior_chosen_from_anchors_keeps_the_global_map_without_task_bias(seed: int) -> None:
+    # Eight pairs a task, the same distortion everywhere: task maps would only fit noise.
+    calibrator, mae, global_mae = _cv_and_global_mae(0.0, seed)
+    assert calibrator.task_prior_pairs >= 64
+    assert mae <= global_mae * 1.03
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_task_prior_chosen_from_anchors_uses_task_maps_for_a_task_bias(seed: int) -> None:
+    # Offsets up to 0.15 a task: the global map cannot remove them, eight pairs a task can.
+    calibrator, mae, global_mae = _cv_and_global_mae(0.15, seed)
+    assert calibrator.task_prior_pairs <= 2
+    assert mae < 0.65 * global_mae
+    assert Calibrator.from_json(calibrator.to_json()).task_prior_pairs == calibrator.task_prior_pairs
+
+
 def test_anchors_that_all_failed_leave_the_world_models_ranking_alone() -> None:
     """Binary success (LIBERO): while every anchor failed, a fitted map would be the constant
     0, tying every world-model group at zero advantage. Until a success arrives the raw
@@ -399,6 +437,7 @@ def test_invalid_pairs_raise_config_error() -> None:
     {"min_pairs_per_task": 1},
     {"task_prior_pairs": -1.0},
     {"task_prior_pairs": math.nan},
+    {"task_prior_pairs": "cv"},
     {"holdout_fraction": 0.0},
     {"cv_folds": 1},
     {"eta2_window": 0},
