@@ -492,11 +492,16 @@ def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
     the other folds, has the lowest squared error on each fold's pairs of mapped tasks.
 
     Out of fold, a task map fitted on a handful of pairs shows its noise, so the choice falls
-    on the global map unless per-task maps predict new pairs better. The folds are those of
-    ``eta2``; that cross-fit then reuses the chosen value, a single number chosen on the same
-    pairs, which leaves ``eta2`` slightly optimistic.
+    on the global map unless per-task maps predict new pairs better. Repeats of one pair (a
+    policy that writes the same script twice) share a fold, or a task map would be scored on
+    pairs it was fitted on. ``eta2``'s cross-fit reuses the chosen value, a single number
+    chosen on the same pairs, which leaves ``eta2`` slightly optimistic.
     """
-    folds = np.arange(wm.size) % config.cv_folds
+    # Folds dealt round the distinct (task, score) keys in sorted order: repeats share a
+    # fold, and every fold sees a spread of each task's scores.
+    keys = np.array([f"{task}" for task in tasks])
+    _, order = np.unique(np.rec.fromarrays([keys, wm]), return_inverse=True)
+    folds = order.ravel() % config.cv_folds
     pooled = np.empty(wm.size)
     own = np.full(wm.size, np.nan)
     own_pairs = np.zeros(wm.size)
@@ -516,12 +521,18 @@ def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
     if not mapped.any():
         return math.inf
 
-    def squared_error(prior: float) -> float:
+    def squared_errors(prior: float) -> np.ndarray:
         weight = _pool_weight(own_pairs[mapped], prior)
         blend = weight * own[mapped] + (1 - weight) * pooled[mapped]
-        return float(np.mean((blend - real[mapped]) ** 2))
+        return (blend - real[mapped]) ** 2
 
-    return min(_TASK_PRIOR_GRID, key=squared_error)  # the first of equals: the most pooled
+    # The one-standard-error rule: the most pooled value whose error is within one standard
+    # error of the best. With few pairs a task map's edge is mostly luck of the folds.
+    errors = {prior: squared_errors(prior) for prior in _TASK_PRIOR_GRID}
+    best = min(_TASK_PRIOR_GRID, key=lambda prior: errors[prior].mean())
+    gap_se = {prior: _standard_error(errors[prior] - errors[best]) for prior in _TASK_PRIOR_GRID}
+    return next(prior for prior in _TASK_PRIOR_GRID
+                if errors[prior].mean() - errors[best].mean() <= gap_se[prior])
 
 
 def _pool_weight(n_pairs: np.ndarray | int, prior: float) -> np.ndarray | float:
@@ -626,6 +637,10 @@ def _binned_means(wm_fit: np.ndarray, real_fit: np.ndarray, wm_eval: np.ndarray)
     means = np.divide(sums, counts, out=np.full(edges.size + 1, real_fit.mean()),
                       where=counts > 0)
     return means[np.searchsorted(edges, wm_eval, side="right")]
+
+
+def _standard_error(values: np.ndarray) -> float:
+    return float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else 0.0
 
 
 def _paired_z(diff: np.ndarray) -> float:

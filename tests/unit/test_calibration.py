@@ -314,7 +314,7 @@ def test_task_prior_chosen_from_anchors_keeps_the_global_map_without_task_bias(s
 def test_task_prior_chosen_from_anchors_uses_task_maps_for_a_task_bias(seed: int) -> None:
     # Offsets up to 0.15 a task: the global map cannot remove them, eight pairs a task can.
     calibrator, mae, global_mae = _cv_and_global_mae(0.15, seed)
-    assert calibrator.task_prior_pairs <= 2
+    assert calibrator.task_prior_pairs <= 4
     assert mae < 0.65 * global_mae
     assert Calibrator.from_json(calibrator.to_json()).task_prior_pairs == calibrator.task_prior_pairs
 
