@@ -70,7 +70,8 @@ def markdown(rows: list[dict], args: argparse.Namespace, meta: dict) -> str:
                 gap = np.mean([r["heldout"]["score_mean"] for r in by_mode["real"]]) - np.mean(
                     [r["heldout"]["score_mean"] for r in rs])
                 se = np.mean([r["heldout"]["score_se"] for r in by_mode["real"]])
-                line = (f"- `real` / `{mode}` total compute: **{ratio:.1f}x**; held-out score {gap:+.3f} below "
+                side = "below" if gap > 0 else "above"
+                line = (f"- `real` / `{mode}` total compute: **{ratio:.1f}x**; held-out score {abs(gap):.3f} {side} "
                         f"`real` (1 SE = {se:.3f}).")
                 if mode == "wmrl":  # the target is WMRL's; other modes are baselines and ablations
                     verdict = "met" if ratio >= TARGET_RATIO and gap <= se else "MISSED"

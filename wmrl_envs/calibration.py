@@ -66,8 +66,9 @@ class CalibratorConfig:
             pairs correct its own bias (a task-specific scale, such as DSBench's RPG)
             only as far as their number justifies. ``0`` uses the task's own map alone.
             ``None`` (the default) chooses it on every refit from the anchors themselves:
-            the value of a grid from 0 to 64, or the global map alone, whose blend predicts
-            the pairs best out of fold (squared error, the ``cv_folds`` folds of ``eta2``).
+            the most pooled value of a grid (the global map alone, 64, 32, ..., 1, 0) whose
+            blend predicts the pairs out of fold within one standard error of the best
+            (squared error over ``cv_folds`` folds).
             A world model whose error does not depend on the task (MLE-Dojo held-out) then
             keeps the global map; one with a per-task bias (the MLE-trained surrogate on
             DSBench) gets per-task maps (``bench/calibrator_settings.py``).
@@ -537,7 +538,9 @@ def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
 
 def _pool_weight(n_pairs: np.ndarray | int, prior: float) -> np.ndarray | float:
     """Weight of a task's own map, fitted on ``n_pairs``, against ``prior`` global pseudo-pairs."""
-    return n_pairs * 0.0 if math.isinf(prior) else n_pairs / (n_pairs + prior)
+    if math.isinf(prior):
+        return np.zeros_like(n_pairs, dtype=float)
+    return n_pairs / (n_pairs + prior)
 
 
 def _fit_like(maps: _Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
