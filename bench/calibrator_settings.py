@@ -96,7 +96,7 @@ def markdown(report: dict) -> str:
              "|---:|---:|" + "---:|" * (len(sizes) + 1)]
     raw = {r["pairs"]: r["mae_raw"] for r in report["rows"]}
     lines.append("| raw | | " + " | ".join(f"{raw[n]:.3f}" for n in sizes) + f" | {np.mean(list(raw.values())):.3f} |")
-    chosen = next((s for s, _ in report["ranking"] if s[1] is None), report["ranking"][0][0])
+    chosen, chosen_mean = next(((s, v) for s, v in report["ranking"] if s[1] is None), report["ranking"][0])
     for setting, mean in report["ranking"]:
         cells = [next(r for r in report["rows"] if r["pairs"] == n and
                       (r["min_pairs_per_task"], r["task_prior_pairs"]) == tuple(setting)) for n in sizes]
@@ -105,7 +105,6 @@ def markdown(report: dict) -> str:
                      + " | ".join(f"{c['mae']:.3f}" for c in cells) + f" | {mean:.3f} |")
     m = report["machine"]
     best, best_mean = report["ranking"][0]
-    chosen_mean = dict((tuple(s), v) for s, v in report["ranking"])[tuple(chosen)]
     lines += ["", "Bold: the lowest mean among `cv` rows, the pooling the default uses."]
     if best != chosen:
         lines += ["", f"The best fixed prior here ({best[0]}, {_prior_label(best[1])}) is {chosen_mean - best_mean:.3f} "

@@ -512,12 +512,12 @@ def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
             continue
         train = ~test
         pooled[test] = _isotonic(wm[train], real[train], config).predict(wm[test])
-        for task in set(tasks[test]) - {None}:
-            rows = train & (tasks == task)
-            if _may_have_map(real[rows], config):
-                scored = test & (tasks == task)
-                own[scored] = _isotonic(wm[rows], real[rows], config).predict(wm[scored])
-                own_pairs[scored] = rows.sum()
+        mapped_here = [task for task in set(tasks[test]) - {None}
+                       if _may_have_map(real[train & (tasks == task)], config)]
+        for task, task_map in _fit_task_maps(mapped_here, wm[train], real[train], tasks[train], config).items():
+            scored = test & (tasks == task)
+            own[scored] = task_map.predict(wm[scored])
+            own_pairs[scored] = task_map.n_pairs
     mapped = ~np.isnan(own)
     if not mapped.any():
         return math.inf
