@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Regenerate the leaderboards of a built-in suite from the reference population.
 
-Every solution of :mod:`wmrl_envs.tasks.population` is fitted on each task's public train set
+Every solution of :mod:`wmrl_envs.tasks.build.population` is fitted on each task's public train set
 and graded on its private answers; the scores become ``leaderboards/<suite>/<task>.csv``
 (``rank,score``, best first, ties allowed) and ``leaderboards/<suite>/_population.json`` records
 which solution scored what, what was skipped and why, and how long it all took.
@@ -36,8 +36,8 @@ from tqdm import tqdm
 
 from wmrl_envs.grading import Leaderboard, get_metric
 from wmrl_envs.paths import leaderboards_dir
+from wmrl_envs.tasks.build.population import Outcome, evaluate_solution, solution_names
 from wmrl_envs.tasks.builtin import load_builtin_tasks
-from wmrl_envs.tasks.population import Outcome, evaluate_solution, solution_names
 
 SUMMARY = "_population.json"
 
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     summary.update({
         "suite": args.suite,
         "generated": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "how": "scripts/build_leaderboards.py: every reference solution of wmrl_envs/tasks/population.py "
+        "how": "scripts/build_leaderboards.py: every reference solution of wmrl_envs/tasks/build/population.py "
                "fitted on public/train.csv and graded on private/answers.csv",
         "cpu_time_cap_s": args.time_cap,
         "jobs": args.jobs,

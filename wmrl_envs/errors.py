@@ -1,8 +1,15 @@
 """Typed errors shared by every part of WMRL.
 
 Every error a user can trigger with bad input derives from :class:`WMRLError`, so a
-training loop can catch the family without a catch-all ``except``.
+training loop can catch the family without a catch-all ``except``. Messages that quote user
+data (column names, ids, values) go through :func:`preview` so they stay short.
 """
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any
 
 
 class WMRLError(Exception):
@@ -34,3 +41,31 @@ class SandboxUnavailableError(WMRLError):
 
 class ConfigError(WMRLError, ValueError):
     """A configuration value is invalid."""
+
+
+#: How many items :func:`preview` shows by default.
+PREVIEW_ITEMS = 5
+# Longest repr of one shown item: a single huge cell or column name must not blow up a message either.
+_PREVIEW_ITEM_CHARS = 80
+
+
+def preview(items: Iterable[Any], limit: int = PREVIEW_ITEMS) -> str:
+    """A bounded, list-like text of ``items`` for error messages built from user data.
+
+    At most ``limit`` items are shown (each repr cut to a few dozen characters), followed by how
+    many were left out: ``preview(["a", "b"])`` is ``['a', 'b']`` and
+    ``preview(range(10), 3)`` is ``[0, 1, 2, ...] (7 more)``. A submission with 200,000 columns
+    thus yields a message of a few hundred characters, not megabytes.
+    """
+    values = list(items)
+    numpy = sys.modules.get("numpy")  # only loaded numpy can have produced numpy scalars
+    shown = []
+    for value in values[:limit]:
+        if numpy is not None and isinstance(value, numpy.generic):
+            value = value.item()  # 1, not np.int64(1)
+        text = repr(value)
+        shown.append(text if len(text) <= _PREVIEW_ITEM_CHARS else f"{text[:_PREVIEW_ITEM_CHARS - 3]}...")
+    left_out = len(values) - len(shown)
+    if not left_out:
+        return f"[{', '.join(shown)}]"
+    return f"[{', '.join([*shown, '...'])}] ({left_out:,} more)"

@@ -15,8 +15,7 @@ import pytest
 import yaml
 
 from wmrl_envs.errors import TaskFormatError
-from wmrl_envs.grading import grade
-from wmrl_envs.rewards import reward_from_raw
+from wmrl_envs.grading import grade, task_reward
 from wmrl_envs.tasks import list_tasks, load_task
 from wmrl_envs.tasks.loader import discover_tasks
 
@@ -105,14 +104,14 @@ def test_grading_matches_rows_by_id_so_shuffled_rows_score_the_same(root):
     raw = grade(ordered, answers, hp.spec)
     assert raw == pytest.approx(np.sqrt(np.mean((np.array(prediction) - HOUSE_PRICES) ** 2)))
     assert grade(shuffled, answers, hp.spec) == raw
-    rpg, details = reward_from_raw(hp, raw)
+    rpg, details = task_reward(hp, raw)
     g, b = hp.spec.meta["rpg_perfect"], hp.spec.meta["rpg_baseline"]
     assert rpg == pytest.approx((raw - b) / (g - b)) and details == {"rpg": rpg} and 0 < rpg < 1
 
     churn = load_task(root / "data_resplit" / "bank churn")
     probabilities = pd.DataFrame({"CustomerId": CHURN_IDS, "Exited": [0.9, 0.2, 0.4, 0.7]})
     assert grade(probabilities.iloc[::-1], churn.answers(), churn.spec) == 1.0
-    assert reward_from_raw(churn, 1.0)[0] == 1.0
+    assert task_reward(churn, 1.0)[0] == 1.0
 
 
 def test_a_per_task_overlay_beside_the_answers_overrides_the_root(root):

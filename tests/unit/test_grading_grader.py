@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
-from wmrl_envs.errors import InvalidSubmissionError, TaskFormatError
+from wmrl_envs.errors import InvalidSubmissionError, TaskFormatError, preview
 from wmrl_envs.grading import (
     METRICS,
     best_possible,
@@ -185,7 +185,7 @@ def ok_regression(**overrides):
         (pd.DataFrame({"id": [], "target": []}), ["submission is empty", "expected 4 rows"]),
         (pd.DataFrame({"row": [1, 2, 3, 4], "target": [1.0] * 4}), ["missing id column 'id'"]),
         (pd.DataFrame({"id": [1, 2, 3, 4], "y": [1.0] * 4}), ["missing target column(s) ['target']"]),
-        (ok_regression(extra=[0] * 4, note=["x"] * 4), ["unexpected extra column(s) ['extra', 'note']"]),
+        (ok_regression(extra=[0] * 4, note=["x"] * 4), ["2 unexpected extra column(s) ['extra', 'note']"]),
         (ok_regression(**{"Unnamed: 0": [0, 1, 2, 3]}), ["unexpected extra column", "index=False"]),
         (pd.DataFrame([[1, 1.0, 1.0]], columns=["id", "target", "target"]), ["duplicate column name(s) ['target']"]),
         (pd.DataFrame({"id": [1, 2, 3], "target": [1.0] * 3}), ["wrong row count", "expected 4 rows, got 3"]),
@@ -287,3 +287,49 @@ def test_broken_answers_or_spec_raise_task_format_error(regression):
 def test_a_poor_but_valid_submission_has_a_finite_score():
     spec, answers, submission = task_for("r2")
     assert math.isfinite(grade(submission, answers, spec))
+
+
+# --- bounded error messages ----------------------------------------------------------------------
+
+WIDE = 200_000
+MAX_MESSAGE = 2_000
+
+
+def test_preview_shows_a_few_items_and_counts_the_rest():
+    assert preview(["a", "b"]) == "['a', 'b']"
+    assert preview(range(10), 3) == "[0, 1, 2, ...] (7 more)"
+    assert preview(np.array([1, 2], dtype=np.int64)) == "[1, 2]"  # numpy scalars read as plain numbers
+    assert preview([]) == "[]"
+    long = preview(["x" * 100_000])
+    assert len(long) < 100 and long.endswith("...]")
+
+
+def _message(submission: pd.DataFrame, answers: pd.DataFrame, spec: TaskSpec) -> str:
+    with pytest.raises(InvalidSubmissionError) as info:
+        grade(submission, answers, spec)
+    message = str(info.value)
+    assert len(message) < MAX_MESSAGE, f"{len(message):,} characters"
+    return message
+
+
+def test_a_submission_with_200000_extra_columns_gets_a_short_message(regression):
+    spec, answers = regression
+    extra = pd.DataFrame(np.zeros((len(answers), WIDE - 2)), columns=[f"x{i}" for i in range(WIDE - 2)])
+    message = _message(pd.concat([ok_regression(), extra], axis=1), answers, spec)
+    assert "199,998 unexpected extra column(s) ['x0', 'x1', 'x2', 'x3', 'x4', ...] (199,993 more)" in message
+    assert "expected exactly ['id', 'target']" in message
+
+
+def test_a_submission_of_200000_columns_without_the_id_gets_a_short_message(regression):
+    spec, answers = regression
+    wide = pd.DataFrame(np.zeros((len(answers), WIDE)), columns=[f"x{i}" for i in range(WIDE)])
+    assert "missing id column 'id'; the submission has 200,000 column(s)" in _message(wide, answers, spec)
+
+
+def test_200000_unmatched_ids_and_huge_values_get_short_messages():
+    spec = make_spec("rmse", task_type="regression")
+    answers = pd.DataFrame({"id": np.arange(WIDE), "target": np.ones(WIDE)})
+    shifted = pd.DataFrame({"id": np.arange(WIDE) + WIDE, "target": np.ones(WIDE)})
+    assert "200000 missing (e.g. ['0', '1', '2', '3', '4', ...] (199,995 more))" in _message(shifted, answers, spec)
+    words = answers.assign(target=["y" * 1_000_000] + [f"v{i}" for i in range(1, WIDE)])  # one 1 MB value
+    assert "has 200000 non-numeric value(s), e.g. ['yyy" in _message(words, answers, spec)

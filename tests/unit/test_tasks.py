@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
+import sys
 from importlib.metadata import version as package_version
 from pathlib import Path
 
@@ -18,27 +20,22 @@ import pytest
 import yaml
 
 from wmrl_envs.errors import TaskFormatError, TaskNotFoundError
+from wmrl_envs.grading import task_leaderboards, task_reward
 from wmrl_envs.tasks import get_task, list_tasks, load_task
-from wmrl_envs.tasks.builtin import (
-    DATA_PACKAGES,
-    SUITE_MARKER,
-    TASK_MARKER,
-    build_suite,
-    compare_with_lock,
-    ensure_suite,
-    load_suite_def,
-    read_lock,
-    suite_is_current,
-)
+from wmrl_envs.tasks.build.description import clean_rd_doc
+from wmrl_envs.tasks.build.lock import compare_with_lock, read_lock
+from wmrl_envs.tasks.build.suites import build_suite
+from wmrl_envs.tasks.builtin import ensure_suite, suite_is_current
 from wmrl_envs.tasks.cli import add_tasks_parser
-from wmrl_envs.tasks.description import clean_rd_doc
+from wmrl_envs.tasks.layout import TaskLayout
 from wmrl_envs.tasks.loader import (
-    TaskLayout,
+    BUILTIN_LAYOUTS,
     discover_tasks,
     layouts,
     register_layout,
     unregister_layout,
 )
+from wmrl_envs.tasks.suite_def import DATA_PACKAGES, SUITE_MARKER, TASK_MARKER, load_suite_def
 
 IDS = [10, 11, 12, 13]
 LABELS = ["no", "yes", "yes", "no"]
@@ -113,8 +110,8 @@ def test_native_layout_loads(tmp_path):
     assert task.layout == "native" and task.id == "toy"
     assert task.sample_submission_path == task.public_dir / "sample_submission.csv"
     assert list(task.answers()["label"]) == LABELS
-    assert task.leaderboard().n == 3
-    assert task.position_score(0.9) == 1.0 and task.position_score(0.1) == 0.0
+    assert task_leaderboards(task)[0].n == 3
+    assert task_reward(task, 0.9)[0] == 1.0 and task_reward(task, 0.1)[0] == 0.0
     assert task.description.startswith("# Toy")
 
 
@@ -141,7 +138,9 @@ def test_mledojo_layout_with_overlay(tmp_path):
     assert spec.classes == ("no", "yes")  # inferred from the answers, sorted
     assert [p.name for p in task.leaderboard_paths] == ["private_leaderboard.csv", "public_leaderboard.csv"]
     # MLE-Dojo averages the position score over its private and public boards.
-    assert task.position_score(0.8) == pytest.approx(((4 - 2 + 1) / 4 + (2 - 2 + 1) / 2) / 2)
+    reward, report = task_reward(task, 0.8)
+    assert reward == report["position_score"] == pytest.approx(((4 - 2 + 1) / 4 + (2 - 2 + 1) / 2) / 2)
+    assert report["position"] == 2 and report["n"] == 4  # the details come from the primary (private) board
     assert task.description_path.name == "description.txt"
 
 
@@ -158,7 +157,7 @@ def test_mlebench_layout_with_overlay(tmp_path):
     assert task.layout == "mlebench" and spec.split == "heldout"  # foreign tasks default to held-out
     assert spec.id_column == "image_id" and spec.target_columns == ("cat", "dog", "emu")
     assert spec.answer_columns == ("animal",) and spec.classes == ("cat", "dog", "emu")
-    assert task.answers_path.name == "test.csv" and task.leaderboard().n == 3
+    assert task.answers_path.name == "test.csv" and task_leaderboards(task)[0].n == 3
     from wmrl_envs.grading import grade, perfect_submission
 
     answers = task.answers()
@@ -172,6 +171,11 @@ def test_discover_tasks_finds_every_layout_and_skips_other_folders(tmp_path):
     (tmp_path / "notes").mkdir()
     assert [t.layout for t in discover_tasks(tmp_path)] == ["native", "mledojo", "mlebench"]
     assert [t.id for t in discover_tasks(tmp_path / "a")] == ["toy"]  # a root that is itself a task
+
+
+def test_builtin_layouts_are_registered_explicitly_in_detection_order():
+    assert [type(layout) for layout in layouts()][:len(BUILTIN_LAYOUTS)] == list(BUILTIN_LAYOUTS)
+    assert [layout.name for layout in layouts()] == ["native", "mledojo", "mlebench", "dsbench"]
 
 
 def test_layouts_are_pluggable(tmp_path):
@@ -298,7 +302,12 @@ def test_overlay_with_unknown_key_and_not_a_task(tmp_path):
 def test_missing_leaderboard_is_allowed_while_building(tmp_path):
     root = make_native(tmp_path / "toy")
     (root / "leaderboard.csv").unlink()
-    assert load_task(root, require_leaderboard=False).leaderboard_path is None
+    task = load_task(root, require_leaderboard=False)
+    assert task.leaderboard_path is None
+    with pytest.raises(TaskFormatError, match="has no leaderboard"):
+        task_leaderboards(task)
+    with pytest.raises(TaskFormatError, match="has no leaderboard"):
+        task_reward(task, 0.5)
 
 
 # --- the built-in suite and the registry ---------------------------------------------------------
@@ -358,6 +367,14 @@ def test_suite_counts_and_filters():
     assert {"binary", "multiclass", "regression", "image-multiclass"} <= types
     assert sum(t.spec.task_type.startswith("text") for t in tasks) >= 3
     assert {t.spec.task_type.split("-")[-1] for t in heldout} >= {"binary", "multiclass", "regression"}
+
+
+def test_loading_a_current_suite_never_imports_the_generator():
+    ensure_suite("mle")  # the cache is current, as it is for a user after the first run
+    code = ("import sys; from wmrl_envs.grading import task_reward; from wmrl_envs.tasks import get_task; "
+            "task_reward(get_task('credit-scoring'), 0.8); print([m for m in sys.modules if '.tasks.build' in m])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    assert result.stdout.strip() == "[]"
 
 
 def test_suite_file_reserves_dsbench_datasets():

@@ -1,4 +1,4 @@
-"""Grading: metrics, submission validation, leaderboard position score, medals and RPG."""
+"""Grading: metrics, submission validation, leaderboard position score, medals, RPG and task rewards."""
 
 from wmrl_envs.grading.grader import (
     best_possible,
@@ -10,6 +10,7 @@ from wmrl_envs.grading.grader import (
 )
 from wmrl_envs.grading.leaderboard import Leaderboard, medal_ranks
 from wmrl_envs.grading.metrics import METRICS, Metric, UnknownMetricError, get_metric
+from wmrl_envs.grading.reward import task_leaderboards, task_reward
 from wmrl_envs.grading.rpg import mean_rpg, relative_performance_gap
 
 __all__ = [
@@ -26,5 +27,7 @@ __all__ = [
     "perfect_submission",
     "read_submission",
     "relative_performance_gap",
+    "task_leaderboards",
+    "task_reward",
     "validate_submission",
 ]

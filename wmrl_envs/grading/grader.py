@@ -26,18 +26,17 @@ import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
-from wmrl_envs.errors import InvalidSubmissionError, TaskFormatError
+from wmrl_envs.errors import InvalidSubmissionError, TaskFormatError, preview
 from wmrl_envs.grading.metrics import Metric, get_metric
 from wmrl_envs.tasks.spec import TaskSpec
 
 MAX_SUBMISSION_BYTES = 256 * 1024 * 1024
-_PREVIEW = 5  # how many offending values an error message shows
 
 
 def read_submission(path: str | os.PathLike[str], *, max_bytes: int = MAX_SUBMISSION_BYTES) -> pd.DataFrame:
@@ -130,8 +129,8 @@ def _expect(answers: pd.DataFrame, spec: TaskSpec) -> _Expected:
     where = f"task {spec.id} (metric {metric.name})"
     if kind in ("label", "value") and len(spec.answer_columns) != len(spec.target_columns):
         raise TaskFormatError(
-            f"{where}: answer_columns {list(spec.answer_columns)} and target_columns "
-            f"{list(spec.target_columns)} must pair up one to one"
+            f"{where}: answer_columns {preview(spec.answer_columns)} and target_columns "
+            f"{preview(spec.target_columns)} must pair up one to one"
         )
     if kind == "value":
         for col in spec.answer_columns:
@@ -160,7 +159,8 @@ def _check_answers(answers: pd.DataFrame, spec: TaskSpec) -> None:
     columns = [spec.id_column, *spec.answer_columns]
     missing = [c for c in columns if c not in answers.columns]
     if missing:
-        raise TaskFormatError(f"task {spec.id}: answers lack column(s) {missing}; they have {list(answers.columns)}")
+        raise TaskFormatError(f"task {spec.id}: answers lack column(s) {preview(missing)}; "
+                              f"they have {len(answers.columns):,}: {preview(answers.columns)}")
     if len(answers) == 0:
         raise TaskFormatError(f"task {spec.id}: answers are empty")
     for col in columns:
@@ -174,13 +174,13 @@ def _check_answers(answers: pd.DataFrame, spec: TaskSpec) -> None:
 def _class_keys(labels: pd.Series, spec: TaskSpec, metric: Metric) -> tuple[str, ...]:
     """Class keys in class order for one answer column (see the module docstring)."""
     if spec.classes is not None:
-        keys = tuple(_key(c) for c in spec.classes)
+        keys = tuple(label_key(c) for c in spec.classes)
         if len(set(keys)) != len(keys):
-            raise TaskFormatError(f"task {spec.id}: classes {list(spec.classes)} repeat a label")
+            raise TaskFormatError(f"task {spec.id}: classes {preview(spec.classes)} repeat a label")
         unknown = sorted(set(_keys(labels)) - set(keys))
         if unknown:
             raise TaskFormatError(
-                f"task {spec.id}: answers column {labels.name!r} holds labels not in classes: {_preview(unknown)}"
+                f"task {spec.id}: answers column {labels.name!r} holds labels not in classes: {preview(unknown)}"
             )
         return keys
     if is_numeric_dtype(labels) and not is_bool_dtype(labels):
@@ -189,7 +189,7 @@ def _class_keys(labels: pd.Series, spec: TaskSpec, metric: Metric) -> tuple[str,
             # Quadratic weights use distances between ratings, so ratings absent from the
             # answers must still occupy their place in the scale.
             return tuple(str(i) for i in range(int(values[0]), int(values[-1]) + 1))
-        return tuple(_key(v) for v in values)
+        return tuple(label_key(v) for v in values)
     return tuple(sorted(set(_keys(labels))))
 
 
@@ -224,21 +224,25 @@ def _check_shape(submission: pd.DataFrame, spec: TaskSpec, n: int) -> None:
     expected_columns = [spec.id_column, *spec.target_columns]
     if submission.shape[0] == 0 or submission.shape[1] == 0:
         raise InvalidSubmissionError(
-            f"submission is empty: expected {n} rows with columns {expected_columns}, got shape {submission.shape}"
+            f"submission is empty: expected {n} rows with columns {preview(expected_columns)}, "
+            f"got shape {submission.shape}"
         )
     columns = list(submission.columns)
     repeated = sorted(c for c, count in Counter(columns).items() if count > 1)
     if repeated:
-        raise InvalidSubmissionError(f"duplicate column name(s) {repeated}")
+        raise InvalidSubmissionError(f"duplicate column name(s) {preview(repeated)}")
     if spec.id_column not in columns:
-        raise InvalidSubmissionError(f"missing id column {spec.id_column!r}; submission columns are {columns}")
+        raise InvalidSubmissionError(f"missing id column {spec.id_column!r}; the submission has "
+                                     f"{len(columns):,} column(s): {preview(columns)}")
     missing = [c for c in spec.target_columns if c not in columns]
     if missing:
-        raise InvalidSubmissionError(f"missing target column(s) {missing}; expected columns {expected_columns}")
+        raise InvalidSubmissionError(f"missing target column(s) {preview(missing)}; "
+                                     f"expected columns {preview(expected_columns)}")
     extra = [c for c in columns if c not in expected_columns]
     if extra:
         hint = " (was the DataFrame index written? use index=False)" if any(c.startswith("Unnamed") for c in extra) else ""
-        raise InvalidSubmissionError(f"unexpected extra column(s) {extra}; expected exactly {expected_columns}{hint}")
+        raise InvalidSubmissionError(f"{len(extra):,} unexpected extra column(s) {preview(extra)}; "
+                                     f"expected exactly {preview(expected_columns)}{hint}")
     if len(submission) != n:
         raise InvalidSubmissionError(f"wrong row count: expected {n} rows, got {len(submission)}")
 
@@ -252,7 +256,7 @@ def _row_order(ids: pd.Series, answer_ids: pd.Series, id_column: str) -> np.ndar
     repeats = keys[keys.duplicated()]
     if len(repeats):
         raise InvalidSubmissionError(
-            f"duplicate id(s) in column {id_column!r}: {_preview(repeats.unique())} ({len(repeats)} extra row(s))"
+            f"duplicate id(s) in column {id_column!r}: {preview(repeats.unique())} ({len(repeats)} extra row(s))"
         )
     answer_keys = _keys(answer_ids)
     rows = pd.Index(keys).get_indexer(answer_keys)
@@ -260,8 +264,8 @@ def _row_order(ids: pd.Series, answer_ids: pd.Series, id_column: str) -> np.ndar
         absent = answer_keys[rows < 0]
         unexpected = keys[~keys.isin(set(answer_keys))]
         raise InvalidSubmissionError(
-            f"ids do not match the answers: {len(absent)} missing (e.g. {_preview(absent)}), "
-            f"{len(unexpected)} unexpected (e.g. {_preview(unexpected)}); "
+            f"ids do not match the answers: {len(absent)} missing (e.g. {preview(absent)}), "
+            f"{len(unexpected)} unexpected (e.g. {preview(unexpected)}); "
             "ids are compared as text, so 1, 1.0 and '1' match"
         )
     return rows
@@ -279,8 +283,8 @@ def _check_labels(column: str, values: pd.Series, classes: tuple[str, ...]) -> N
     unknown = keys[~keys.isin(set(classes))]
     if len(unknown):
         raise InvalidSubmissionError(
-            f"column {column!r} has {len(unknown)} unknown class label(s), e.g. {_preview(unknown.unique())}; "
-            f"expected one of {_preview(classes, 20)}"
+            f"column {column!r} has {len(unknown)} unknown class label(s), e.g. {preview(unknown.unique())}; "
+            f"expected one of {preview(classes, 20)}"
         )
 
 
@@ -289,7 +293,7 @@ def _check_numbers(column: str, values: pd.Series, metric: Metric) -> pd.Series:
     bad = numbers.isna()
     if bad.any():
         raise InvalidSubmissionError(
-            f"column {column!r} has {int(bad.sum())} non-numeric value(s), e.g. {_preview(values[bad].unique())}"
+            f"column {column!r} has {int(bad.sum())} non-numeric value(s), e.g. {preview(values[bad].unique())}"
         )
     numbers = numbers.astype(float)
     infinite = np.isinf(numbers)
@@ -300,14 +304,14 @@ def _check_numbers(column: str, values: pd.Series, metric: Metric) -> pd.Series:
         if outside.any():
             raise InvalidSubmissionError(
                 f"column {column!r} has {int(outside.sum())} probabilities outside [0, 1], "
-                f"e.g. {_preview(numbers[outside].tolist())}"
+                f"e.g. {preview(numbers[outside])}"
             )
     if metric.non_negative:
         negative = numbers < 0
         if negative.any():
             raise InvalidSubmissionError(
                 f"column {column!r} has {int(negative.sum())} negative prediction(s), "
-                f"e.g. {_preview(numbers[negative].tolist())}; {metric.name} needs predictions >= 0"
+                f"e.g. {preview(numbers[negative])}; {metric.name} needs predictions >= 0"
             )
     return numbers
 
@@ -342,8 +346,11 @@ def _score(aligned: pd.DataFrame, answers: pd.DataFrame, spec: TaskSpec, expecte
 # --- small helpers --------------------------------------------------------------------------
 
 
-def _key(value: object) -> str:
-    """Canonical text of one id or label: ``1``, ``1.0``, ``np.int64(1)`` and ``" 1"`` give ``"1"``."""
+def label_key(value: object) -> str:
+    """Canonical text of one id or label: ``1``, ``1.0``, ``np.int64(1)`` and ``" 1"`` give ``"1"``.
+
+    Ids and class labels are compared by this text everywhere (see the module docstring).
+    """
     if isinstance(value, (bool, np.bool_)):
         return str(bool(value))
     if isinstance(value, (int, np.integer)):
@@ -355,15 +362,15 @@ def _key(value: object) -> str:
 
 def _keys(values: pd.Series) -> pd.Series:
     if is_integer_dtype(values) and not is_bool_dtype(values):
-        # Fast path for the usual integer ids: same text as _key, without a Python loop.
+        # Fast path for the usual integer ids: same text as label_key, without a Python loop.
         return pd.Series(values.to_numpy().astype(str), index=values.index, dtype=object)
-    return pd.Series([_key(v) for v in values], index=values.index, dtype=object)
+    return pd.Series([label_key(v) for v in values], index=values.index, dtype=object)
 
 
 def _codes(labels: pd.Series, classes: tuple[str, ...]) -> np.ndarray:
     """Integer class codes (positions in ``classes``); labels were checked to be known."""
     position = {key: i for i, key in enumerate(classes)}
-    return np.array([position[_key(v)] for v in labels], dtype=int)
+    return np.array([position[label_key(v)] for v in labels], dtype=int)
 
 
 def _blank(values: pd.Series) -> pd.Series:
@@ -372,10 +379,3 @@ def _blank(values: pd.Series) -> pd.Series:
     if is_numeric_dtype(values):
         return missing
     return missing | values.map(lambda v: isinstance(v, str) and not v.strip()).astype(bool)
-
-
-def _preview(values: Iterable[Any], limit: int = _PREVIEW) -> str:
-    items = list(values)
-    shown = [v.item() if isinstance(v, np.generic) else v for v in items[:limit]]
-    more = f" and {len(items) - limit} more" if len(items) > limit else ""
-    return f"{shown}{more}"

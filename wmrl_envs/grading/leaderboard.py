@@ -26,7 +26,7 @@ from typing import Any, Iterable, Literal
 import numpy as np
 import pandas as pd
 
-from wmrl_envs.errors import TaskFormatError
+from wmrl_envs.errors import TaskFormatError, preview
 
 Medal = Literal["gold", "silver", "bronze"]
 
@@ -80,7 +80,7 @@ class Leaderboard:
             raise TaskFormatError(f"leaderboard file is not a parseable CSV: {path}") from exc
         score_columns = [c for c in frame.columns if str(c).strip().lower() == "score"]
         if not score_columns:
-            raise TaskFormatError(f"leaderboard {path} has no 'score' column; columns are {list(frame.columns)}")
+            raise TaskFormatError(f"leaderboard {path} has no 'score' column; columns are {preview(frame.columns)}")
         raw = frame[score_columns[0]]
         numbers = pd.to_numeric(raw, errors="coerce")
         if len(numbers) == 0:
@@ -89,7 +89,7 @@ class Leaderboard:
         if bad.any():
             raise TaskFormatError(
                 f"leaderboard {path} has {int(bad.sum())} missing, non-numeric or non-finite score(s), "
-                f"e.g. {raw[bad].head(3).tolist()}"
+                f"e.g. {preview(raw[bad], 3)}"
             )
         return cls(numbers.to_numpy(float), higher_is_better)
 

@@ -2,18 +2,22 @@
 
 ::
 
+    from wmrl_envs.grading import task_leaderboards, task_reward
     from wmrl_envs.tasks import get_task, list_tasks
 
     train_tasks = list_tasks(suite="mle", split="train")
     task = get_task("credit-scoring")
-    task.description, task.public_dir, task.answers(), task.leaderboard()
+    task.description, task.public_dir, task.answers(), task_leaderboards(task)[0]
+    reward, details = task_reward(task, raw_score=0.81)
 
 Built-in suites (``assets/suites/*.yaml``) are generated into ``$WMRL_HOME/tasks/<suite>`` on
 first use and regenerated when their suite file changes. Task folders under ``WMRL_TASKS_DIR``
 (native, MLE-Dojo or MLE-bench layouts) are listed too and shadow built-in tasks with the same id;
 among several ``WMRL_TASKS_DIR`` entries the first one wins.
 
-Nothing heavy is imported here: the grading package imports :mod:`wmrl_envs.tasks.spec`.
+Nothing heavy is imported here. A :class:`Task` is pure data: its leaderboards and rewards come
+from :mod:`wmrl_envs.grading`, and the suite generator is build-time code in
+:mod:`wmrl_envs.tasks.build`.
 """
 
 from __future__ import annotations
@@ -46,15 +50,16 @@ def load_task(path: Any, *, require_leaderboard: bool = True, **overrides: Any) 
 
 def build_suite(suite: str = "mle", force: bool = False, progress: bool = True) -> dict[str, dict[str, Any]]:
     """Generate a built-in suite's task folders (only stale ones unless ``force``); returns lock entries."""
-    from wmrl_envs.tasks.builtin import build_suite as _build_suite
+    from wmrl_envs.tasks.build.suites import build_suite as _build_suite
 
     return _build_suite(suite, force=force, progress=progress)
 
 
 def _all_tasks(suite: str | None) -> dict[str, Task]:
     """Every task by id: built-ins first, then user folders shadowing them (first folder wins)."""
-    from wmrl_envs.tasks.builtin import builtin_suites, load_builtin_tasks
+    from wmrl_envs.tasks.builtin import load_builtin_tasks
     from wmrl_envs.tasks.loader import discover_tasks
+    from wmrl_envs.tasks.suite_def import builtin_suites
 
     tasks: dict[str, Task] = {}
     for name in builtin_suites():

@@ -43,8 +43,11 @@ def add_tasks_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def task_summary(task: Task) -> dict[str, Any]:
     """The facts ``tasks list --json`` prints for one task."""
+    # Imported here: grading loads pandas, and the parser of every `wmrl` command imports this module.
+    from wmrl_envs.grading import task_leaderboards
+
     spec = task.spec
-    leaderboard_size = len(task.leaderboard()) if task.leaderboard_path is not None else 0
+    leaderboard_size = len(task_leaderboards(task)[0]) if task.leaderboard_path is not None else 0
     return {
         "id": spec.id,
         "env": spec.env_id,
@@ -62,7 +65,8 @@ def task_summary(task: Task) -> dict[str, Any]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from wmrl_envs.paths import builtin_tasks_dir
-    from wmrl_envs.tasks.builtin import build_suite, write_lock
+    from wmrl_envs.tasks.build.lock import write_lock
+    from wmrl_envs.tasks.build.suites import build_suite
 
     entries = build_suite(args.suite, force=args.force, progress=True)
     print(f"{len(entries)} tasks in {builtin_tasks_dir(args.suite)}")

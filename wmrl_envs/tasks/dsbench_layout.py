@@ -39,17 +39,18 @@ from typing import Any
 
 import pandas as pd
 
-from wmrl_envs.errors import TaskFormatError
-from wmrl_envs.tasks.loader import (
+from wmrl_envs.errors import TaskFormatError, preview
+from wmrl_envs.grading import get_metric, relative_performance_gap
+from wmrl_envs.tasks.baseline import rpg_references
+from wmrl_envs.tasks.layout import (
     OVERLAY_FILE,
     ForeignLayout,
-    _Files,
-    _require_dir,
-    _require_file,
+    TaskFiles,
     check_overlay,
     read_overlay,
     read_yaml,
-    register_layout,
+    require_dir,
+    require_file,
 )
 from wmrl_envs.tasks.spec import Task
 
@@ -87,8 +88,9 @@ class DSBenchLayout(ForeignLayout):
         if shared.is_file():
             data = read_yaml(shared, OVERLAY_FILE)
             if not isinstance(data, dict) or set(data) - {"defaults", "tasks"}:
+                got = preview(sorted(data)) if isinstance(data, dict) else type(data).__name__
                 raise TaskFormatError(f"{shared}: expected a mapping with 'defaults' and/or 'tasks' (task name -> "
-                                      f"fields), got {data if not isinstance(data, dict) else sorted(data)}")
+                                      f"fields), got {got}")
             tasks = data.get("tasks") or {}
             if not isinstance(tasks, dict):
                 raise TaskFormatError(f"{shared}: 'tasks' must map task names to fields")
@@ -108,27 +110,25 @@ class DSBenchLayout(ForeignLayout):
                 f"{root / OVERLAY_FILE}:\n  tasks:\n    {path.name}:\n      metric: <metric>\n      task_type: <type>\n"
                 f"(or put the fields in {root / ANSWERS_DIR / path.name / OVERLAY_FILE})")
 
-    def files(self, path: Path, located: Mapping[str, Any], require_leaderboard: bool) -> _Files:
+    def files(self, path: Path, located: Mapping[str, Any], require_leaderboard: bool) -> TaskFiles:
         root, name = _root(path), path.name
-        _require_file(path / "train.csv", f"{DATA_DIR}/{name}/train.csv (the training data)")
-        _require_file(path / "test.csv", f"{DATA_DIR}/{name}/test.csv (the rows to predict)")
+        require_file(path / "train.csv", f"{DATA_DIR}/{name}/train.csv (the training data)")
+        require_file(path / "test.csv", f"{DATA_DIR}/{name}/test.csv (the rows to predict)")
         description = root / str(located.get("description", f"{DESCRIPTION_DIR}/{name}.txt"))
         answers = root / str(located.get("answers", f"{ANSWERS_DIR}/{name}/{ANSWERS_FILE}"))
         if "sample_submission" in located:
-            sample = _require_file(root / str(located["sample_submission"]), "sample submission (wmrl.yaml)")
+            sample = require_file(root / str(located["sample_submission"]), "sample submission (wmrl.yaml)")
         else:
             sample = _sample_submission(path)
-        return _Files(
-            description=_require_file(description, f"description ({DESCRIPTION_DIR}/{name}.txt)"),
-            public_dir=_require_dir(path, f"{DATA_DIR}/{name}/ folder"),
+        return TaskFiles(
+            description=require_file(description, f"description ({DESCRIPTION_DIR}/{name}.txt)"),
+            public_dir=require_dir(path, f"{DATA_DIR}/{name}/ folder"),
             sample_submission=sample,
-            answers=_require_file(answers, f"answers ({ANSWERS_DIR}/{name}/{ANSWERS_FILE})"),
+            answers=require_file(answers, f"answers ({ANSWERS_DIR}/{name}/{ANSWERS_FILE})"),
             leaderboards=(),  # scored by RPG, never against a leaderboard
         )
 
     def load(self, path: Path, overrides: Mapping[str, Any], require_leaderboard: bool) -> Task:
-        from wmrl_envs.grading import get_metric, relative_performance_gap
-
         task = super().load(path, overrides, require_leaderboard)
         meta = task.spec.meta
         given = {"rpg_perfect", "rpg_baseline"} <= set(meta)
@@ -145,8 +145,6 @@ class DSBenchLayout(ForeignLayout):
 
 def cached_references(task: Task) -> dict[str, Any]:
     """``g``, ``b`` and the row counts of a task, cached while its train and answers files are unchanged."""
-    from wmrl_envs.tasks.builtin import rpg_references
-
     spec, train = task.spec, task.public_dir / "train.csv"
     key = (_stamp(train), _stamp(task.answers_path), spec.id, spec.metric, spec.id_column, spec.target_columns,
            spec.answer_columns, spec.classes)
@@ -175,10 +173,7 @@ def _sample_submission(folder: Path) -> Path:
     if len(others) > 1:
         others = [p for p in others if re.search(r"sample|submission", p.name, flags=re.IGNORECASE)]
     if len(others) != 1:
-        found = sorted(p.name for p in folder.glob("*.csv"))
+        found = preview(sorted(p.name for p in folder.glob("*.csv")))
         raise TaskFormatError(f"{folder}: missing sample submission (a CSV besides train.csv and test.csv; found "
                               f"{found}); set sample_submission in {OVERLAY_FILE}")
     return others[0]
-
-
-register_layout(DSBenchLayout())

@@ -1,4 +1,8 @@
-"""The task specification (``task.yaml``) and the runtime :class:`Task` handle."""
+"""The task specification (``task.yaml``) and the runtime :class:`Task` handle.
+
+Both are pure data: reading leaderboards and turning scores into rewards belong to
+:mod:`wmrl_envs.grading` (``task_leaderboards``, ``task_reward``), which imports this module.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from wmrl_envs.errors import ConfigError, TaskFormatError
+from wmrl_envs.errors import ConfigError, TaskFormatError, preview
 from wmrl_envs.sandbox.limits import Limits
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from wmrl_envs.grading import Leaderboard
 
 Split = Literal["train", "heldout"]
 SPLITS: tuple[str, ...] = ("train", "heldout")
@@ -73,7 +75,8 @@ class TaskSpec:
         for name in ("target_columns", "answer_columns"):
             value = getattr(self, name)
             if isinstance(value, str) or not all(isinstance(c, str) and c for c in value):
-                raise TaskFormatError(f"task {self.id}: {name} must be a list of column names, got {value!r}")
+                got = repr(value) if isinstance(value, str) else preview(value)
+                raise TaskFormatError(f"task {self.id}: {name} must be a list of column names, got {got}")
         if not self.target_columns:
             raise TaskFormatError(f"task {self.id}: target_columns must not be empty")
         if isinstance(self.classes, (str, dict)):
@@ -104,7 +107,7 @@ class TaskSpec:
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:
-            raise TaskFormatError(f"{source}: unknown field(s) {unknown}")
+            raise TaskFormatError(f"{source}: unknown field(s) {preview(unknown)}")
         kwargs = dict(data)
         limits = data.get("limits")
         if limits is not None and not isinstance(limits, dict):
@@ -184,26 +187,3 @@ class Task:
         import pandas as pd
 
         return pd.read_csv(self.answers_path)
-
-    def leaderboard(self) -> Leaderboard:
-        """The primary leaderboard, ordered by the metric's direction."""
-        if self.leaderboard_path is None:
-            raise TaskFormatError(f"task {self.id}: has no leaderboard ({self.root})")
-        return self.leaderboards()[0]
-
-    def leaderboards(self) -> list[Leaderboard]:
-        """Every leaderboard of the task, primary first."""
-        return [self._read_leaderboard(p) for p in self.leaderboard_paths]
-
-    def position_score(self, score: float | None) -> float:
-        """MLE-Dojo position score averaged over all of the task's leaderboards."""
-        boards = self.leaderboards()
-        if not boards:
-            raise TaskFormatError(f"task {self.id}: has no leaderboard ({self.root})")
-        return sum(b.position_score(score) for b in boards) / len(boards)
-
-    def _read_leaderboard(self, path: Path) -> Leaderboard:
-        # Imported here: wmrl_envs.grading imports this module, so a top-level import would cycle.
-        from wmrl_envs.grading import Leaderboard, get_metric
-
-        return Leaderboard.from_csv(path, get_metric(self.spec.metric).higher_is_better)

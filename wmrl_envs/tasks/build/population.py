@@ -1,8 +1,8 @@
 """The reference population: diverse solutions whose test scores form the built-in leaderboards.
 
-DESIGN §3 asks for leaderboards generated once, honestly: a population of genuinely different
-solutions, from trivial to strong, is fitted on each task's public ``train.csv`` and graded on
-its private answers. This is trusted code, so it runs in-process (no sandbox).
+Built-in leaderboards are generated once, honestly (docs/architecture.md, "Task format"): a
+population of genuinely different solutions, from trivial to strong, is fitted on each task's
+public ``train.csv`` and graded on its private answers. This is trusted code, so it runs in-process (no sandbox).
 
 The population is a function of the task (:func:`population`): tabular tasks get baselines,
 simple models, ensembles and feature-engineering variants; text tasks add bag-of-words and
@@ -74,7 +74,7 @@ class TaskData:
     @classmethod
     def from_task(cls, task: Task) -> TaskData:
         from wmrl_envs.grading import get_metric
-        from wmrl_envs.tasks.builtin import label_key
+        from wmrl_envs.grading.grader import label_key
 
         spec = task.spec
         metric = get_metric(spec.metric)

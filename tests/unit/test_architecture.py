@@ -1,0 +1,138 @@
+"""Architecture contracts: the dependency direction and no import cycles.
+
+The direction is ``trainers -> agents -> wmrl_envs``: a higher package may import a lower one,
+never the reverse (checked by import-linter's ``layers`` contract). Among the modules of the
+three packages there is no import cycle at all, counting imports inside functions and under
+``TYPE_CHECKING`` (a lazy import still ties two modules together). Each check also runs on a
+small synthetic package that breaks it, so a check that silently passes everything fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import grimp
+
+REPO = Path(__file__).resolve().parents[2]
+LAYERS = ("trainers", "agents", "wmrl_envs")  # highest first
+
+
+def check_layers(root: Path, layers: Sequence[str], config_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``lint-imports`` with a layers contract over ``layers`` (highest first) found under ``root``."""
+    config = config_dir / "importlinter.ini"
+    config.write_text(textwrap.dedent("""\
+        [importlinter]
+        root_packages =
+        {packages}
+
+        [importlinter:contract:layers]
+        name = {name}
+        type = layers
+        layers =
+        {packages}
+        """).format(name=" -> ".join(layers), packages="\n".join(f"    {p}" for p in layers)))
+    script = Path(sys.executable).with_name("lint-imports")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([str(script), str(config), "--no-cache", "--no-logo"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def import_cycles(packages: Iterable[str]) -> list[list[str]]:
+    """Every import cycle among the packages' modules: the strongly connected components of size > 1.
+
+    grimp records every import statement, including those inside functions and under
+    ``TYPE_CHECKING``; Tarjan's algorithm (iterative, so deep graphs need no recursion) finds
+    the components.
+    """
+    graph = grimp.build_graph(*packages, cache_dir=None)
+    edges = {module: sorted(graph.find_modules_directly_imported_by(module)) for module in sorted(graph.modules)}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(edges[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            module, successors = work[-1]
+            successor = next(successors, None)
+            if successor is not None:
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(edges.get(successor, ()))))
+                elif successor in on_stack:
+                    low[module] = min(low[module], index[successor])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[module])
+            if low[module] == index[module]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == module:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return sorted(cycles)
+
+
+# --- the project --------------------------------------------------------------------------------
+
+
+def test_higher_layers_import_lower_ones_never_the_reverse(tmp_path):
+    result = check_layers(REPO, LAYERS, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_import_cycles_among_wmrl_envs_agents_and_trainers():
+    cycles = import_cycles(LAYERS)
+    assert cycles == [], "\n".join(" <-> ".join(cycle) for cycle in cycles)
+
+
+# --- the checks catch what they must ---------------------------------------------------------------
+
+
+def write_package(root: Path, files: dict[str, str]) -> None:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def test_checks_report_a_planted_cycle_and_upward_import(tmp_path, monkeypatch):
+    packages = tmp_path / "src"
+    write_package(packages, {
+        "arch_high/__init__.py": "",
+        "arch_high/app.py": "import arch_low.core\n",
+        "arch_mid/__init__.py": "import arch_low\n",
+        "arch_low/__init__.py": "",
+        # A cycle closed only by a lazy import inside a function.
+        "arch_low/core.py": "from arch_low import util\n",
+        "arch_low/util.py": "def helper():\n    from arch_low import core\n    return core\n",
+        # An upward import, lazy as well: the low layer reaches into the high one.
+        "arch_low/upward.py": "def run():\n    import arch_high.app\n    return arch_high.app\n",
+    })
+    result = check_layers(packages, ("arch_high", "arch_mid", "arch_low"), tmp_path)
+    assert result.returncode != 0
+    assert "arch_low is not allowed to import arch_high" in result.stdout, result.stdout + result.stderr
+
+    monkeypatch.syspath_prepend(str(packages))
+    cycles = import_cycles(("arch_high", "arch_mid", "arch_low"))
+    assert ["arch_low.core", "arch_low.util"] in cycles
+    assert ["arch_high.app", "arch_low.upward"] not in cycles  # an upward import alone is no cycle

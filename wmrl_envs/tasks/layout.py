@@ -1,0 +1,275 @@
+"""The task-layout protocol and what every layout shares.
+
+A layout (:class:`TaskLayout`) recognises one kind of task folder and reads it into a
+:class:`~wmrl_envs.tasks.spec.Task`. :class:`ForeignLayout` holds the logic of layouts that carry
+no machine-readable spec (MLE-Dojo, MLE-bench, DSBench): columns are inferred from the sample
+submission and the rest comes from an overlay file, ``wmrl.yaml``. The layouts themselves and
+their ordered registry live in :mod:`wmrl_envs.tasks.loader`.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+from wmrl_envs.errors import TaskFormatError, preview
+from wmrl_envs.grading import METRICS, get_metric
+from wmrl_envs.tasks.spec import TASK_TYPES, Task, TaskSpec
+
+OVERLAY_FILE = "wmrl.yaml"
+DEFAULT_ENV_ID = "wmrl/MLEDojo-v0"
+REGRESSION_TYPES: tuple[str, ...] = tuple(t for t in TASK_TYPES if t.endswith("regression"))
+# Keys of wmrl.yaml (and of load_task overrides) that locate files instead of setting spec fields.
+FILE_KEYS: tuple[str, ...] = ("description", "sample_submission", "answers", "leaderboard")
+SPEC_KEYS: tuple[str, ...] = tuple(TaskSpec.__dataclass_fields__)
+# libyaml's safe loader when PyYAML was built with it: task folders are read on every reset.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Kaggle solution files often mark public/private rows; that column is not an answer.
+_BOOKKEEPING_COLUMNS = {"usage"}
+
+
+# --- small readers ----------------------------------------------------------------------------
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """Parse a YAML file; a syntax error becomes a :class:`TaskFormatError` naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise TaskFormatError(f"{path}: missing {what}") from exc
+    try:
+        return yaml.load(text, Loader=_YAML_LOADER)
+    except yaml.YAMLError as exc:
+        raise TaskFormatError(f"{path}: {what} is not valid YAML: {exc}") from exc
+
+
+def csv_header(path: Path, what: str) -> list[str]:
+    """The column names of a CSV file, read without loading it."""
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+    except FileNotFoundError as exc:
+        raise TaskFormatError(f"{path}: missing {what}") from exc
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise TaskFormatError(f"{path}: {what} is not a readable CSV: {exc}") from exc
+    if not header:
+        raise TaskFormatError(f"{path}: {what} is empty (no header row)")
+    return [c.strip() for c in header]
+
+
+def safe_task_id(name: str) -> str:
+    """A folder name turned into a valid task id (other characters become ``-``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "task"
+
+
+def require_file(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise TaskFormatError(f"{path}: missing {what}")
+    return path
+
+
+def require_dir(path: Path, what: str) -> Path:
+    if not path.is_dir():
+        raise TaskFormatError(f"{path}: missing {what}")
+    return path
+
+
+def check_leaderboard(path: Path) -> Path:
+    header = csv_header(path, "leaderboard")
+    if "score" not in (c.lower() for c in header):
+        raise TaskFormatError(f"{path}: leaderboard has no 'score' column; columns are {preview(header)}")
+    return path
+
+
+def validate_spec(spec: TaskSpec, source: str) -> None:
+    """Check the fields that need the metric registry: the metric exists and fits the task type."""
+    metric = get_metric(spec.metric)
+    regression = spec.task_type in REGRESSION_TYPES
+    if regression != (metric.prediction == "value"):
+        kind = "regression" if regression else "classification"
+        raise TaskFormatError(f"{source}: metric {metric.name!r} does not fit the {kind} task_type {spec.task_type!r}")
+    if metric.binary and spec.classes is not None and len(spec.classes) != 2:
+        raise TaskFormatError(f"{source}: metric {metric.name!r} needs exactly 2 classes, got {preview(spec.classes)}")
+    per_class = metric.prediction == "class_probabilities" and spec.classes is not None
+    if per_class and len(spec.classes) != len(spec.target_columns):
+        raise TaskFormatError(
+            f"{source}: metric {metric.name!r} needs one target column per class; "
+            f"{len(spec.classes):,} classes {preview(spec.classes)}, "
+            f"{len(spec.target_columns):,} target_columns {preview(spec.target_columns)}"
+        )
+
+
+def check_answers(task: Task) -> None:
+    """Answers hold the id and answer columns and never live under the public folder."""
+    spec = task.spec
+    if task.answers_path.resolve().is_relative_to(task.public_dir.resolve()):
+        raise TaskFormatError(f"{task.answers_path}: private answers lie under the public folder {task.public_dir}")
+    header = csv_header(task.answers_path, "answers")
+    missing = [c for c in (spec.id_column, *spec.answer_columns) if c not in header]
+    if missing:
+        raise TaskFormatError(f"{task.answers_path}: answers lack column(s) {preview(missing)}; "
+                              f"they have {preview(header)}")
+
+
+# --- the layout protocol ------------------------------------------------------------------------
+
+
+class TaskLayout(ABC):
+    """How one kind of task folder is recognised and read."""
+
+    name: ClassVar[str]
+    #: One line that says what a folder of this layout must contain (used in error messages).
+    summary: ClassVar[str]
+
+    @abstractmethod
+    def detect(self, path: Path) -> bool:
+        """Whether ``path`` looks like a task folder of this layout (it may still be incomplete)."""
+
+    @abstractmethod
+    def load(self, path: Path, overrides: Mapping[str, Any], require_leaderboard: bool) -> Task:
+        """Read and validate the task at ``path``; raise :class:`TaskFormatError` naming what is wrong."""
+
+    def candidates(self, root: Path) -> Iterator[Path]:
+        """Folders under a tasks root that may each hold one task (default: its visible children)."""
+        yield from sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+# --- foreign layouts ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskFiles:
+    """Where a foreign task's files lie, as its layout located and checked them."""
+
+    description: Path
+    public_dir: Path
+    sample_submission: Path
+    answers: Path
+    leaderboards: tuple[Path, ...]
+
+
+class ForeignLayout(TaskLayout):
+    """Shared logic of layouts without a machine-readable spec: infer columns, read ``wmrl.yaml``."""
+
+    default_suite: ClassVar[str]
+    default_env_id: ClassVar[str] = DEFAULT_ENV_ID
+
+    @abstractmethod
+    def files(self, path: Path, located: Mapping[str, Any], require_leaderboard: bool) -> TaskFiles:
+        """Locate (and check) the task's files; ``located`` holds explicit file keys from the overlay."""
+
+    def load(self, path: Path, overrides: Mapping[str, Any], require_leaderboard: bool) -> Task:
+        overlay, source = self.overlay(path)
+        fields = {**overlay, **overrides}
+        missing = [k for k in ("metric", "task_type") if k not in fields]
+        if missing:
+            raise TaskFormatError(self._overlay_help(path, missing))
+        files = self.files(path, {k: fields[k] for k in FILE_KEYS if k in fields}, require_leaderboard)
+        source = source if overlay else f"{path} (overrides)"
+        spec = TaskSpec.from_dict(self._spec_fields(path, files, fields, source), source=source)
+        validate_spec(spec, source)
+        task = Task(spec=spec, root=path, description_path=files.description, public_dir=files.public_dir,
+                    answers_path=files.answers, leaderboard_path=files.leaderboards[0] if files.leaderboards else None,
+                    leaderboard_paths=files.leaderboards, sample_submission_path=files.sample_submission,
+                    layout=self.name)
+        check_answers(task)
+        return task
+
+    def overlay(self, path: Path) -> tuple[dict[str, Any], str]:
+        """The task's overlay fields (``wmrl.yaml`` in the task folder; empty if absent) and their source."""
+        overlay_path = path / OVERLAY_FILE
+        return (read_overlay(overlay_path) if overlay_path.is_file() else {}), str(overlay_path)
+
+    def _overlay_help(self, path: Path, missing: list[str]) -> str:
+        return (
+            f"{path}: the {self.name} layout carries no machine-readable {' or '.join(missing)}. "
+            f"Add {path / OVERLAY_FILE} with at least:\n"
+            f"  metric: <one of {sorted(METRICS)}>\n"
+            f"  task_type: <one of {list(TASK_TYPES)}>\n"
+            "and optionally id, name, split (train|heldout, default heldout), suite, classes, "
+            "id_column, target_columns, answer_columns, limits, meta, or file locations "
+            f"{list(FILE_KEYS)}; or pass metric=..., task_type=... to load_task()"
+        )
+
+    def _spec_fields(self, path: Path, files: TaskFiles, fields: Mapping[str, Any], source: str) -> dict[str, Any]:
+        kind = get_metric(str(fields["metric"])).prediction
+        header = csv_header(files.sample_submission, "sample submission")
+        if len(header) < 2:
+            raise TaskFormatError(
+                f"{files.sample_submission}: a sample submission needs an id column and a target column, "
+                f"got {preview(header)}"
+            )
+        id_column = fields.get("id_column", header[0])
+        targets = list(fields.get("target_columns") or [c for c in header if c != id_column])
+        answers = fields.get("answer_columns") or self._answer_columns(files.answers, id_column, targets, kind)
+        classes = fields.get("classes")
+        if classes is None and kind == "class_probabilities":
+            classes = targets
+        elif classes is None and kind in ("label", "probability"):
+            classes = _sorted_labels(files.answers, answers[0])
+        meta = {"layout": self.name, **(fields.get("meta") or {})}
+        return {
+            "id": fields.get("id", safe_task_id(path.name)),
+            "name": fields.get("name", path.name),
+            "suite": fields.get("suite", self.default_suite),
+            "env_id": fields.get("env_id", self.default_env_id),
+            "split": fields.get("split", "heldout"),
+            "metric": fields["metric"],
+            "task_type": fields["task_type"],
+            "id_column": id_column,
+            "target_columns": targets,
+            "answer_columns": list(answers),
+            "classes": classes,
+            "limits": fields.get("limits"),
+            "meta": meta,
+        }
+
+    @staticmethod
+    def _answer_columns(answers: Path, id_column: str, targets: list[str], kind: str) -> list[str]:
+        header = csv_header(answers, "answers")
+        if id_column not in header:
+            raise TaskFormatError(f"{answers}: answers lack the id column {id_column!r}; "
+                                  f"they have {preview(header)}")
+        others = [c for c in header if c != id_column and c.lower() not in _BOOKKEEPING_COLUMNS]
+        if kind in ("label", "value"):
+            if all(t in others for t in targets):
+                return targets
+            if len(others) == len(targets):
+                return others
+        elif len(others) == 1:
+            return others
+        raise TaskFormatError(
+            f"{answers}: cannot tell which answer column(s) to grade ({preview(others)} for submission columns "
+            f"{preview(targets)}); "
+            f"set answer_columns in {OVERLAY_FILE}"
+        )
+
+
+def read_overlay(path: Path) -> dict[str, Any]:
+    """The fields of an overlay file (``wmrl.yaml``), checked by :func:`check_overlay`."""
+    return check_overlay(read_yaml(path, OVERLAY_FILE), str(path))
+
+
+def check_overlay(data: Any, where: str) -> dict[str, Any]:
+    """Check parsed overlay fields: a mapping of spec and file keys; ``where`` names them in errors."""
+    if not isinstance(data, dict):
+        raise TaskFormatError(f"{where}: expected a mapping at top level, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(SPEC_KEYS) - set(FILE_KEYS))
+    if unknown:
+        raise TaskFormatError(f"{where}: unknown key(s) {preview(unknown)}; known: {sorted(SPEC_KEYS + FILE_KEYS)}")
+    return data
+
+
+def _sorted_labels(answers: Path, column: str) -> list[Any]:
+    """Distinct labels of an answer column, sorted (numbers numerically)."""
+    import pandas as pd
+
+    values = pd.read_csv(answers, usecols=[column])[column].dropna().unique().tolist()
+    return sorted(values, key=lambda v: (isinstance(v, str), v))
