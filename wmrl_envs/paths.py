@@ -3,15 +3,19 @@
 * ``WMRL_HOME`` (default ``~/.cache/wmrl``): generated task folders, the agent runtime venv.
 * ``WMRL_TASKS_DIR``: extra task folders a user brings (native, MLE-Dojo or MLE-bench layout),
   ``os.pathsep``-separated; they shadow built-in tasks with the same id.
-* The repository's ``assets/`` and ``leaderboards/`` ship with the source checkout.
+* Shipped data: the checkout's top-level ``assets/`` and ``leaderboards/`` install as the
+  packages ``wmrl_envs._assets`` and ``wmrl_envs._leaderboards`` (pyproject.toml), found through
+  :mod:`importlib.resources` in a wheel and in an editable install alike.
+  ``WMRL_ASSETS_DIR`` / ``WMRL_LEADERBOARDS_DIR`` point at other folders instead.
 """
 
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from wmrl_envs.errors import WMRLError
 
 
 def wmrl_home() -> Path:
@@ -33,8 +37,21 @@ def user_tasks_dirs() -> list[Path]:
 
 
 def assets_dir() -> Path:
-    return Path(os.environ.get("WMRL_ASSETS_DIR", REPO_ROOT / "assets"))
+    """Shipped artefacts: suite manifests, prompts, world-model weights, runtime requirements."""
+    return _shipped("wmrl_envs._assets", "WMRL_ASSETS_DIR")
 
 
 def leaderboards_dir() -> Path:
-    return Path(os.environ.get("WMRL_LEADERBOARDS_DIR", REPO_ROOT / "leaderboards"))
+    """Leaderboards of the built-in tasks, ``<suite>/<task>.csv``."""
+    return _shipped("wmrl_envs._leaderboards", "WMRL_LEADERBOARDS_DIR")
+
+
+def _shipped(package: str, override: str) -> Path:
+    if os.environ.get(override):
+        return Path(os.environ[override]).expanduser()
+    try:
+        folder = resources.files(package)
+    except ModuleNotFoundError as exc:  # an editable install made before the data packages existed
+        raise WMRLError(f"{package} is not installed: reinstall WMRL (bash scripts/setup.sh)") from exc
+    # A real folder: pip unpacks wheels, and callers glob these folders and bind them into sandboxes.
+    return Path(folder)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from wmrl_envs.paths import REPO_ROOT, wmrl_home
+import wmrl_envs
+from wmrl_envs.paths import wmrl_home
 from wmrl_envs.sandbox import ExecutionStatus
 
 pytestmark = pytest.mark.security
@@ -178,7 +179,8 @@ def test_no_capabilities_and_no_nested_user_namespaces(arena):
 def test_filesystem_view_is_minimal(arena):
     runtime = arena.executor._ensure_runtime()
     # The base interpreter's prefix may live under the home dir (pyenv); nothing else there may.
-    probes = [str(REPO_ROOT), str(wmrl_home()), str(Path.home() / ".cache"), "/home", str(runtime.venv), "/sys"]
+    checkout = Path(wmrl_envs.__file__).resolve().parents[1]
+    probes = [str(checkout), str(wmrl_home()), str(Path.home() / ".cache"), "/home", str(runtime.venv), "/sys"]
     probes += ["/var", "/run", "/root/.ssh", "/etc/ssl"]
     probes += [str(p) for p in runtime.base_site_packages]
     result = arena.run(
