@@ -21,9 +21,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainers.adapters import make_adapter  # noqa: E402
 from trainers.cli import machine_info  # noqa: E402
 from trainers.evaluate import EvalConfig, evaluate  # noqa: E402
+from trainers.families import get_family  # noqa: E402
 from trainers.policies import make_policy, policy_responder  # noqa: E402
 from trainers.wmrl import WMRLTrainer  # noqa: E402
 from trainers.wmrl_config import MODES, WMRLConfig  # noqa: E402
@@ -32,14 +32,16 @@ TARGET_RATIO = 3.0  # issue 4: wmrl at least 3x cheaper than real, held-out scor
 
 
 def run_mode(mode: str, seed: int, args: argparse.Namespace) -> dict:
-    config = WMRLConfig(mode=mode, steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
-                        seed=seed, output_dir=str(args.runs / f"{mode}-seed{seed}"), checkpoint_every=0)
-    adapter = make_adapter(config)
+    config = WMRLConfig.from_flat(mode=mode, steps=args.steps, tasks_per_step=args.tasks_per_step,
+                                  group_size=args.group_size, seed=seed, output_dir=str(args.runs / f"{mode}-seed{seed}"),
+                                  checkpoint_every=0)
+    adapter = get_family(config.family.env_id).make_adapter(config)
     trainer = WMRLTrainer(config, make_policy("grammar", seed=seed), adapter)
     try:
         trainer.train(progress=True)
     finally:
         adapter.close()
+        trainer.core.close()
     report = evaluate(policy_responder(trainer.policy, seed), f"{mode} seed {seed}",
                       EvalConfig(split="heldout", k=args.eval_k, seed=seed))
     totals = trainer.ledger.totals

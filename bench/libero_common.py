@@ -11,7 +11,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def setup_threads() -> None:
-    """One thread per process: on 2 shared cores more threads only add contention (NOTES.md)."""
+    """One thread per process: on 2 shared cores more threads only add contention."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 

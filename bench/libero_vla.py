@@ -6,7 +6,7 @@ Stages (each writes under ``runs/libero/`` and is skipped when its output exists
   0-39 (from ``scripts/build_libero_reward_model.py --stage collect`` and
   ``bench/libero_scripted.py --save``).
 * ``finetune --mode wmrl|real``: the shared :class:`~trainers.wmrl.WMRLTrainer` from the BC
-  policy, with :class:`~trainers.libero_adapter.LiberoAdapter`, for the same number of
+  policy, with :class:`~trainers.families.libero.LiberoAdapter`, for the same number of
   updates in both modes; the ledger records simulator steps.
 * ``eval --policy NAME``: success per task on held-out init states (40 onward by default).
 * ``report``: the table of every evaluated policy with the simulator steps it consumed.
@@ -57,7 +57,7 @@ def stage_bc(args: argparse.Namespace) -> None:
 
 def stage_finetune(args: argparse.Namespace) -> None:
     from agents.vla.policy import MiniVLAPolicy
-    from trainers.libero_adapter import LiberoAdapter
+    from trainers.families.libero import LiberoAdapter
     from trainers.wmrl import WMRLTrainer
     from trainers.wmrl_config import WMRLConfig
 
@@ -67,12 +67,11 @@ def stage_finetune(args: argparse.Namespace) -> None:
         return
     policy = MiniVLAPolicy.load(RUNS / args.init / "policy.pt")
     policy.config.temperature = args.temperature
-    config = WMRLConfig(mode=args.mode, env_id="wmrl/LIBERO-Long-v0", policy="vla",
-                        policy_path=str(RUNS / args.init / "policy.pt"), steps=args.steps,
-                        tasks_per_step=args.tasks_per_step, group_size=args.group_size,
-                        warmup_steps=min(2, args.steps - 1), anchor_fraction=args.anchor_fraction,
-                        learning_rate=args.learning_rate, min_calibration_pairs=8, seed=args.seed,
-                        output_dir=str(run), checkpoint_every=1, tensorboard=False)
+    config = WMRLConfig.from_flat(
+        mode=args.mode, env_id="wmrl/LIBERO-Long-v0", policy="vla", policy_path=str(RUNS / args.init / "policy.pt"),
+        steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
+        warmup_steps=min(2, args.steps - 1), anchor_fraction=args.anchor_fraction, learning_rate=args.learning_rate,
+        calibration_min_pairs_global=8, seed=args.seed, output_dir=str(run), checkpoint_every=1, tensorboard=False)
     adapter = LiberoAdapter(task_ids=args.tasks, wm_horizon=args.wm_horizon, seed=args.seed)
     trainer = WMRLTrainer(config, policy, adapter)
     trainer.resume()

@@ -16,7 +16,7 @@ training) and the shipped artefact:
    per-task bias, where its anchors show one.
 3. cost: seconds per solution of ``predict()`` on a batch of held-out scripts (encoder
    already loaded; its one-off load is reported apart) vs executing a sample of the same
-   scripts through :class:`~wmrl_envs.rewards.RealReward` in the same run, one at a time.
+   scripts through :class:`~wmrl_envs.scoring.CodeScorer` in the same run, one at a time.
 
 Writes ``bench/results/world_model_quality.{json,md,png}``. Targets: rho >= 0.5, calibrated
 MAE at least 30% below raw MAE by 100 pairs, world model at least 50x cheaper than execution.
@@ -48,7 +48,7 @@ sys.path.insert(0, str(REPO))
 
 from agents.code.grammar import SolutionChoices, render_script
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
-from wmrl_envs.rewards import RealReward
+from wmrl_envs.scoring import CodeScorer
 from wmrl_envs.tasks import get_task
 from wmrl_envs.world_models import corpus as corpus_lib
 from wmrl_envs.world_models import surrogate as surrogate_lib
@@ -142,11 +142,11 @@ def world_model_cost(model, tasks, scripts) -> dict[str, float]:
 def execution_cost(tasks, scripts, sample: int) -> dict[str, float]:
     """Per-solution wall and CPU seconds of sandboxed execution and grading, one run at a time."""
     picks = np.random.default_rng(0).choice(len(scripts), size=min(sample, len(scripts)), replace=False)
-    reward = RealReward(workers=1)
+    reward = CodeScorer(workers=1)
     walls, cpus, infra = [], [], 0
     for i in picks:
         start = time.perf_counter()
-        result = reward.score_group(tasks[i], [scripts[i]])[0]
+        result = reward.execute([tasks[i]], [scripts[i]])[0]
         if result.infra_failure:
             infra += 1
             continue

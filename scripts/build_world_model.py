@@ -1,4 +1,4 @@
-"""Build the surrogate world model's corpus and artefact (DESIGN §7).
+"""Build the surrogate world model's corpus and artefact.
 
 Execute sampled grammar solutions (plus reference and deliberately broken ones) in the
 sandbox and append the outcomes to the corpus CSV; rerunning resumes where it stopped::
@@ -26,7 +26,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 # Agent code and the encoder both get one thread each: on a shared 2-core machine more
-# threads run slower (NOTES.md).
+# threads run slower.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+source scripts/_env.sh
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 name="main-$(date +%Y%m%d-%H%M%S)"
-exec python3 -m trainers.cli train --env wmrl/MLEDojo-v0 --mode wmrl --reward fused --policy grammar \
+exec "$PY" -m trainers.cli train --env wmrl/MLEDojo-v0 --mode wmrl --policy grammar \
   --steps 24 --tasks-per-step 8 --group-size 4 --eval-k 4 --output-dir "runs/$name" "$@"

@@ -1,4 +1,4 @@
-"""Held-out evaluation by real execution only (DESIGN §10).
+"""Held-out evaluation by real execution only (docs/architecture.md §9).
 
 Every reported held-out number comes from here: each policy answers each task ``k`` times,
 every answer runs in the sandbox and is graded against the private answers, and the task
@@ -27,14 +27,30 @@ from tqdm.auto import tqdm
 
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading import mean_rpg
-from wmrl_envs.rewards import RealReward, extract_code
+from wmrl_envs.scoring import CodeScorer, extract_code
 from wmrl_envs.tasks.spec import Task
 
 Responder = Callable[[Task, int, int], list[str]]
 
-SUITES = {"wmrl/MLEDojo-v0": "mle", "wmrl/DSBench-v0": "dsbench"}
-#: Envs whose score is DSBench's relative performance gap.
-RPG_ENVS = frozenset({"wmrl/DSBench-v0"})
+
+def select_tasks(env_id: str, suite: str, split: str, task_ids: Sequence[str] | None) -> list[Task]:
+    """The built-in ``suite``'s ``split``, or exactly the tasks named (built-in or user folders).
+
+    Named tasks must belong to ``env_id`` and ``split``; a user's tasks never join the built-in
+    pool unless named.
+    """
+    from wmrl_envs.tasks import get_task, list_tasks
+
+    if task_ids is None:
+        tasks = list_tasks(suite=suite, split=split)
+        if not tasks:
+            raise ConfigError(f"no {split} tasks in the {suite} suite")
+        return tasks
+    tasks = [get_task(t) for t in dict.fromkeys(task_ids)]
+    wrong = [t.id for t in tasks if t.spec.env_id != env_id or t.spec.split != split]
+    if wrong:
+        raise ConfigError(f"not {split} tasks of {env_id}: {wrong} (see `wmrl tasks list`)")
+    return tasks
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,7 @@ class EvalConfig:
 
     Attributes:
         env_id: Environment family whose tasks are evaluated.
+        suite: The family's built-in task suite (the pool when ``task_ids`` is None).
         split: Task split (``heldout`` for every reported number).
         k: Samples per task (avg@k); the paper uses 8, our default is 4.
         executor: Sandbox backend.
@@ -52,6 +69,7 @@ class EvalConfig:
     """
 
     env_id: str = "wmrl/MLEDojo-v0"
+    suite: str = "mle"
     split: str = "heldout"
     k: int = 4
     executor: str = "bwrap"
@@ -79,6 +97,7 @@ class TaskResult:
     above_median: list[bool]
     infra_failures: int = 0
     errors: list[str] = field(default_factory=list)
+    quantity: str = "position"
 
     @property
     def mean_score(self) -> float:
@@ -92,7 +111,7 @@ class TaskResult:
 
 @dataclass
 class EvalReport:
-    """One policy's results over a task split, with the aggregates DESIGN §10 asks for."""
+    """One policy's results over a task split, with MLE-bench's aggregates."""
 
     policy: str
     config: EvalConfig
@@ -101,7 +120,8 @@ class EvalReport:
 
     @property
     def is_rpg(self) -> bool:
-        return self.config.env_id in RPG_ENVS
+        """Whether the score is DSBench's relative performance gap (the tasks say so)."""
+        return any(t.quantity == "rpg" for t in self.tasks)
 
     def summary(self) -> dict[str, float]:
         per_task = np.array([t.mean_score for t in self.tasks])
@@ -134,28 +154,17 @@ class EvalReport:
 
 def evaluate(responder: Responder, policy_name: str, config: EvalConfig, *, progress: bool = True) -> EvalReport:
     """Run ``responder`` on every task of the split and grade by real execution."""
-    from wmrl_envs.tasks import list_tasks
-
-    suite = SUITES.get(config.env_id)
-    if suite is None:
-        raise ConfigError(f"evaluation by execution supports the code envs, not {config.env_id!r}")
-    tasks = list_tasks(suite=suite, split=config.split)
-    if config.task_ids is not None:
-        wanted = set(config.task_ids)
-        tasks = [t for t in tasks if t.id in wanted]
-        missing = wanted - {t.id for t in tasks}
-        if missing:
-            raise ConfigError(f"unknown {config.split} task id(s) for {config.env_id}: {sorted(missing)}")
-    reward = RealReward(executor=config.executor, workers=config.workers)
+    tasks = select_tasks(config.env_id, config.suite, config.split, config.task_ids)
+    scorer = CodeScorer(executor=config.executor, workers=config.workers)
     start = time.perf_counter()
     results = []
     try:
         for task in tqdm(tasks, desc=f"eval {policy_name}", disable=not progress, unit="task"):
             responses = responder(task, config.k, config.seed)
-            scored = reward.score_group(task, [extract_code(r) for r in responses])
+            scored = scorer.execute([task] * len(responses), [extract_code(r) for r in responses])
             results.append(_task_result(task, scored))
     finally:
-        reward.close()
+        scorer.close()
     return EvalReport(policy_name, config, results, wall_s=time.perf_counter() - start)
 
 
@@ -171,6 +180,7 @@ def _task_result(task: Task, scored: Sequence[Any]) -> TaskResult:
         above_median=[bool(s.leaderboard.get("above_median", False)) for s in kept],
         infra_failures=len(scored) - len(kept),
         errors=sorted({s.error for s in kept if s.error}),
+        quantity="rpg" if task.spec.meta.get("reward") == "rpg" else "position",
     )
 
 

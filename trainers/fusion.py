@@ -45,12 +45,13 @@ from the calibrated score ``r + e``; calibration removes the bias, so ``E[e] = 0
    and the noise only turns the signal (the caveat in step 1).
 
 4. Training. Each step uses the current residual: ``w_A = clip(1 + c·η̂²_t, 1, w_max)``
-   (:func:`anchor_weight`). The floor 1 keeps anchors at least as trusted as world-model
-   samples. The cap ``w_max`` bounds the harm of an overestimated ``η̂²_t`` (the residual is
+   (:func:`wmrl_envs.scoring.fusion.anchor_weight`, the one implementation every path calls).
+   The floor 1 keeps anchors at least as trusted as world-model samples. The cap ``w_max`` bounds the harm of an overestimated ``η̂²_t`` (the residual is
    itself estimated from few anchors): a huge weight would shrink the effective batch to the
    handful of anchors, whose own sampling variance then dominates.
 
-5. Normalisation. Weights are rescaled to mean 1 over the batch (:func:`sample_weights`), i.e.
+5. Normalisation. Weights are rescaled to mean 1 over the batch
+   (:func:`wmrl_envs.scoring.fusion.sample_weights`), i.e.
    divided by the total weight over N, so the step size does not depend on the anchor share:
    an all-anchor or all-world-model batch gets weights of exactly 1, i.e. plain GRPO.
 
@@ -60,44 +61,15 @@ Log ``fusion/w_anchor``, ``calibration/eta2`` and the warmup ratio (``fusion/war
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
-from wmrl_envs.errors import ConfigError
+from wmrl_envs.scoring.fusion import sample_weights
 
 # Below this residual the calibration anchors show no measurable reward noise (scores in [0, 1]
 # make 1e-12 far below any real residual).
 _ETA2_FLOOR = 1e-12
-
-
-@dataclass
-class FusionConfig:
-    """Settings of the anchor/world-model gradient fusion (see the module docstring)."""
-
-    enabled: bool = field(
-        default=True,
-        metadata={"help": "Up-weight anchor samples by w_A; False gives every sample weight 1."},
-    )
-    w_max: float = field(
-        default=4.0,
-        metadata={"help": "Upper clip of the anchor weight w_A = clip(1 + c * eta2, 1, w_max)."},
-    )
-    c: float | None = field(
-        default=None,
-        metadata={
-            "help": "Slope of w_A in the calibrator residual eta2. None measures it in warmup "
-            "(c = (ratio - 1) / eta2_cal); a number fixes it (the paper's choice is 1 / eta2_cal)."
-        },
-    )
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.enabled, bool):
-            raise ConfigError(f"fusion.enabled must be a bool, got {self.enabled!r}")
-        if not math.isfinite(self.w_max) or self.w_max < 1:
-            raise ConfigError(f"fusion.w_max must be a finite number >= 1, got {self.w_max}")
-        if self.c is not None and (not math.isfinite(self.c) or self.c < 0):
-            raise ConfigError(f"fusion.c must be None or a finite number >= 0, got {self.c}")
 
 
 def per_sample_grad_variance(per_sample_grads: torch.Tensor) -> float:
@@ -151,37 +123,6 @@ def estimate_c(anchor_grad_var: float, wm_grad_var: float, eta2_cal: float) -> f
     return max(ratio - 1.0, 0.0) / eta2_cal
 
 
-def anchor_weight(eta2: float, c: float, w_max: float) -> float:
-    """Anchor sample weight ``w_A = clip(1 + c·eta2, 1, w_max)`` relative to world-model samples."""
-    if not math.isfinite(eta2) or eta2 < 0:
-        raise ValueError(f"eta2 must be finite and >= 0, got {eta2}")
-    if not math.isfinite(c) or c < 0:
-        raise ValueError(f"c must be finite and >= 0, got {c}")
-    if not math.isfinite(w_max) or w_max < 1:
-        raise ValueError(f"w_max must be finite and >= 1, got {w_max}")
-    return min(max(1.0 + c * eta2, 1.0), w_max)
-
-
-def sample_weights(is_anchor: torch.Tensor, w_anchor: float) -> torch.Tensor:
-    """Per-sample weights: ``w_anchor`` for anchors, 1 for world-model samples, rescaled to mean 1.
-
-    The rescaling (divide by the total weight, multiply by N) keeps the anchor/world-model ratio
-    and makes the weights sum to N. The step size therefore does not depend on the anchor share:
-    an unweighted mean is recovered exactly when every sample is from one stream, and any loss
-    normaliser that counts samples (or their tokens) sees the same total as without weights.
-    """
-    if is_anchor.dim() != 1 or is_anchor.numel() == 0:
-        raise ValueError(f"is_anchor must be a non-empty 1-D tensor, got shape {tuple(is_anchor.shape)}")
-    if not math.isfinite(w_anchor) or w_anchor <= 0:
-        raise ValueError(f"w_anchor must be finite and > 0, got {w_anchor}")
-    raw = torch.where(
-        is_anchor.to(torch.bool),
-        torch.tensor(w_anchor, dtype=torch.float32, device=is_anchor.device),
-        torch.tensor(1.0, dtype=torch.float32, device=is_anchor.device),
-    )
-    return raw * (raw.numel() / raw.sum())
-
-
 def fused_mean(anchor_estimates: torch.Tensor, wm_estimates: torch.Tensor, w_anchor: float) -> torch.Tensor:
     """Weighted mean over samples (dim 0) of both streams: ``(w_A Σ_A x + Σ_W x)/(n_A w_A + n_W)``.
 
@@ -193,7 +134,7 @@ def fused_mean(anchor_estimates: torch.Tensor, wm_estimates: torch.Tensor, w_anc
             f"stream shapes differ past dim 0: {tuple(anchor_estimates.shape)} vs {tuple(wm_estimates.shape)}"
         )
     x = torch.cat([anchor_estimates, wm_estimates])
-    is_anchor = torch.arange(x.shape[0], device=x.device) < anchor_estimates.shape[0]
-    w = sample_weights(is_anchor, w_anchor).to(x.dtype)
+    is_anchor = np.arange(x.shape[0]) < anchor_estimates.shape[0]
+    w = torch.as_tensor(sample_weights(is_anchor, w_anchor), dtype=x.dtype, device=x.device)
     w = w.reshape(-1, *([1] * (x.dim() - 1)))
     return (w * x).sum(dim=0) / w.sum()

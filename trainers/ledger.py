@@ -1,4 +1,4 @@
-"""The compute ledger: every comparison of methods reads its compute from here (DESIGN §8.6).
+"""The compute ledger: every comparison of methods reads its compute from here (docs/architecture.md §4).
 
 Compute is counted in resource-seconds, not elapsed time: ten sandbox runs of 3 s each cost
 30 execution-seconds whether they ran in parallel or not. Each category records CPU-seconds

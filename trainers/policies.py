@@ -68,7 +68,8 @@ def load_run_policy(path: str | Path):
     if "policy" not in state or "config" not in state:
         raise ConfigError(f"{path} is neither a training checkpoint nor a MiniVLA policy file")
     config = state["config"]
-    policy = make_policy(config.get("policy", "grammar"), seed=config["seed"], path=config.get("policy_path"))
+    family = config.get("family", config)  # flat: a checkpoint written before the config had groups
+    policy = make_policy(family.get("policy", "grammar"), seed=config["seed"], path=family.get("policy_path"))
     policy.load_state_dict(state["policy"])
     return policy
 

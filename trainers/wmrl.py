@@ -1,13 +1,15 @@
-"""The WMRL trainer: GRPO whose rewards mostly come from a world model (DESIGN §8).
+"""The WMRL trainer: GRPO whose rewards mostly come from a world model.
 
 One step, top to bottom (:meth:`WMRLTrainer.train_step`):
 
-1. **Schedule.** Sample B tasks; the anchor schedule marks about ``anchor_fraction`` of the
-   groups as anchors, deterministically from (seed, step), at least one per step.
-2. **Collect.** The policy generates G rollouts per task in one batch; the adapter world-model
-   scores every group in one batch and executes the anchors in one parallel fan-out.
-3. **Debias.** Anchor pairs (world-model score, real score) refit the isotonic calibrator;
-   world-model samples get calibrated scores.
+1. **Schedule.** Sample B tasks; the run's :class:`~wmrl_envs.scoring.StepSchedule` marks about
+   ``anchor_fraction`` of the groups as anchors, deterministically from (seed, step), at least
+   one per step.
+2. **Collect.** The policy generates G rollouts per task in one batch; the adapter scores them
+   through the run's :class:`~wmrl_envs.scoring.ScoringCore` (the one a fused env uses): one
+   world-model batch over every group, one parallel fan-out over the anchors.
+3. **Debias.** Inside the core, anchor pairs (world-model score, real score) refit the isotonic
+   calibrator before world-model samples get calibrated scores.
 4. **Advantages.** Group-relative, within each group (all members share a stream).
 5. **Denoise and update.** Anchor samples get the inverse-variance weight
    ``w_A = clip(1 + c * eta2, 1, w_max)``, world-model samples 1, normalised to mean 1; the
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import dataclasses
 import json
 import os
 import random
@@ -41,9 +44,11 @@ from tqdm.auto import tqdm
 from agents.base import Policy, Rollout, pad_logps
 from trainers import fusion, grpo
 from trainers.adapters import EnvAdapter, GroupOutcome
+from trainers.families import get_family
 from trainers.ledger import ComputeLedger
 from trainers.wmrl_config import WMRLConfig
-from wmrl_envs.calibration import Calibrator, CalibratorConfig
+from wmrl_envs.calibration import Calibrator
+from wmrl_envs.scoring import ConstantSchedule, ScoringCore, StepSchedule, sample_weights
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -51,20 +56,17 @@ CHECKPOINT = "checkpoint.pt"
 class WMRLTrainer:
     """Trains ``policy`` on the env family behind ``adapter`` following ``config.mode``."""
 
-    def __init__(self, config: WMRLConfig, policy: Policy, adapter: EnvAdapter) -> None:
+    def __init__(self, config: WMRLConfig, policy: Policy, adapter: EnvAdapter,
+                 core: ScoringCore | None = None) -> None:
         self.config = config
         self.policy = policy
         self.adapter = adapter
         torch.manual_seed(config.seed)
         self.generator = torch.Generator().manual_seed(config.seed)
-        self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate)
-        self.reference = _frozen_copy(policy) if config.kl_coef > 0 else None
-        # Per-task maps and their pooling keep the calibrator's defaults: the pooling is
-        # chosen out of fold from the anchors, so a task map is used only where it helps.
-        self.calibrator = Calibrator(CalibratorConfig(min_pairs_global=config.min_calibration_pairs,
-                                                      seed=config.seed))
+        self.optimizer = torch.optim.Adam(policy.parameters(), lr=config.loss.learning_rate)
+        self.reference = _frozen_copy(policy) if config.loss.kl_coef > 0 else None
+        self.core = core or make_core(config)
         self.ledger = ComputeLedger()
-        self.c = config.fusion_c
         self.warmup: dict[str, float] = {}
         self._warmup_samples: list[tuple[Rollout, float, float, Any]] = []
         self.step = 0
@@ -73,34 +75,40 @@ class WMRLTrainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._tb = None
 
+    @property
+    def calibrator(self) -> Calibrator:
+        return self.core.calibrator
+
+    @property
+    def c(self) -> float | None:
+        """The fusion constant: configured, measured in warmup, or None until measured."""
+        return self.core.c
+
     # ------------------------------------------------------------------ schedule
     def schedule(self, step: int) -> tuple[list[str], list[int], list[str]]:
         """Tasks, group ids and streams of ``step``; a pure function of (seed, step)."""
         cfg = self.config
+        b = cfg.schedule.tasks_per_step
         rng = np.random.default_rng([cfg.seed, step])
         pool = self.adapter.task_ids
-        tasks = list(rng.choice(pool, size=cfg.tasks_per_step, replace=cfg.tasks_per_step > len(pool)))
-        group_ids = [step * cfg.tasks_per_step + j for j in range(cfg.tasks_per_step)]
-        if not cfg.uses_anchors:
-            return tasks, group_ids, [cfg.mode] * cfg.tasks_per_step
-        fraction = cfg.warmup_anchor_fraction if step < cfg.warmup_steps else cfg.anchor_fraction
-        n_anchor = max(1, round(fraction * cfg.tasks_per_step))
-        anchors = set(rng.choice(cfg.tasks_per_step, size=n_anchor, replace=False).tolist())
-        return tasks, group_ids, ["anchor" if j in anchors else "world_model" for j in range(cfg.tasks_per_step)]
+        tasks = list(rng.choice(pool, size=b, replace=b > len(pool)))
+        group_ids = [step * b + j for j in range(b)]
+        return tasks, group_ids, self.core.streams(group_ids)
 
     # ------------------------------------------------------------------ one step
+    def collect(self, step: int) -> list[GroupOutcome]:
+        """The scored groups of ``step``: generated by the policy, scored through the core."""
+        task_ids, group_ids, _ = self.schedule(step)
+        return self.adapter.collect(self.policy, task_ids, group_ids, self.config.schedule.group_size,
+                                    self.generator, self.ledger, self.core)
+
     def train_step(self) -> dict[str, float]:
         cfg, step = self.config, self.step
-        task_ids, group_ids, streams = self.schedule(step)
-        outcomes = self.adapter.collect(self.policy, task_ids, group_ids, streams, cfg.group_size,
-                                        self.generator, self.ledger)
-
-        anchors = [o for o in outcomes if o.stream == "anchor"]
-        self._add_anchor_pairs(anchors)
+        outcomes = self.collect(step)
         rollouts, rewards, is_anchor, metrics = self._rewards(outcomes)
         if cfg.uses_anchors and self.c is None:  # warmup, or warmup extended until anchors carry signal
-            self._remember_warmup(anchors)
-        if cfg.uses_anchors and self.c is None and step + 1 >= cfg.warmup_steps:
+            self._remember_warmup([o for o in outcomes if o.stream == "anchor"])
+        if cfg.uses_anchors and self.c is None and step + 1 >= cfg.schedule.warmup_steps:
             self._measure_fusion_constant()
             metrics.update(self.warmup)
 
@@ -113,30 +121,14 @@ class WMRLTrainer:
         self._log(metrics)
         return metrics
 
-    def _add_anchor_pairs(self, anchors: list[GroupOutcome]) -> None:
-        for o in anchors:
-            keep = np.isfinite(o.real) & np.isfinite(o.wm_raw)  # infra failures never enter
-            if keep.any():
-                self.calibrator.add_pairs(o.wm_raw[keep], o.real[keep], [o.task_id] * int(keep.sum()))
-
     def _rewards(self, outcomes: list[GroupOutcome]):
-        """Per-rollout training rewards by stream; rollouts without a score are dropped."""
-        cfg = self.config
+        """Per-rollout training rewards as the core scored them; rollouts without a score are dropped."""
         rollouts: list[Rollout] = []
         rewards: list[float] = []
         is_anchor: list[bool] = []
         by_stream: dict[str, list[float]] = {}
         for o in outcomes:
-            if o.stream in ("real", "anchor"):
-                scores = o.real
-            elif cfg.debias:
-                scores = np.full_like(o.wm_raw, np.nan)
-                ok = np.isfinite(o.wm_raw)
-                if ok.any():
-                    scores[ok] = self.calibrator.calibrate(o.wm_raw[ok], [o.task_id] * int(ok.sum()))
-            else:
-                scores = o.wm_raw
-            for r, s in zip(o.rollouts, scores):
+            for r, s in zip(o.rollouts, o.scored.rewards):
                 if np.isfinite(s):
                     rollouts.append(r)
                     rewards.append(float(s))
@@ -147,22 +139,16 @@ class WMRLTrainer:
             metrics[f"reward/{stream}/mean"] = float(np.mean(values))
         executed = [o for o in outcomes if o.stream in ("real", "anchor")]
         if executed:
-            metrics["reward/valid_rate"] = float(np.mean(np.concatenate([o.valid for o in executed])))
+            metrics["reward/valid_rate"] = float(np.mean(np.concatenate([o.scored.valid for o in executed])))
         metrics["train/dropped"] = float(sum(len(o.rollouts) for o in outcomes) - len(rollouts))
         return rollouts, np.array(rewards), np.array(is_anchor, dtype=bool), metrics
 
-    def _anchor_weight(self) -> float:
-        cfg = self.config
-        if not cfg.denoise or self.c is None:
-            return 1.0
-        return fusion.anchor_weight(self.calibrator.eta2, self.c, cfg.w_max)
-
     def _update(self, rollouts: list[Rollout], rewards: np.ndarray, is_anchor: np.ndarray) -> dict[str, float]:
-        cfg = self.config
+        cfg = self.config.loss
         group_ids = [r.group_id for r in rollouts]
         advantages = grpo.group_advantages(rewards, group_ids, mode=cfg.advantage)
-        w_anchor = self._anchor_weight()
-        weights = fusion.sample_weights(torch.as_tensor(is_anchor), w_anchor)
+        w_anchor = self.core.anchor_weight()
+        weights = torch.as_tensor(sample_weights(is_anchor, w_anchor), dtype=torch.float32)
         logp_old, mask = pad_logps([r.logp for r in rollouts])
         ref_logp = None
         if self.reference is not None:
@@ -186,24 +172,26 @@ class WMRLTrainer:
     # ------------------------------------------------------------------ warmup: measure c
     def _remember_warmup(self, anchors: list[GroupOutcome]) -> None:
         for o in anchors:
-            for r, real, wm in zip(o.rollouts, o.real, o.wm_raw):
+            for r, real, wm in zip(o.rollouts, o.scored.real, o.scored.wm_raw):
                 if np.isfinite(real) and np.isfinite(wm):
                     self._warmup_samples.append((r, float(real), float(wm), o.group_id))
 
     def _measure_fusion_constant(self) -> None:
         """Set c from per-sample gradient variances of the warmup anchors, scored both ways."""
         samples = self._warmup_samples
-        eta2 = self.calibrator.eta2 if self.calibrator.n_pairs >= self.config.min_calibration_pairs else float("nan")
+        calibrator = self.calibrator
+        eta2 = calibrator.eta2 if calibrator.n_pairs >= calibrator.config.min_pairs_global else float("nan")
+        advantage = self.config.loss.advantage
         if len(samples) < 4 or not np.isfinite(eta2):
-            self.c = 0.0  # not enough evidence: plain averaging, said so in the log
+            self.core.c = 0.0  # not enough evidence: plain averaging, said so in the log
             self.warmup = {"fusion/warmup_samples": float(len(samples)), "fusion/warmup_ratio": float("nan")}
             return
         rollouts = [s[0] for s in samples]
         groups = [s[3] for s in samples]
         real = np.array([s[1] for s in samples])
         calibrated = self.calibrator.calibrate(np.array([s[2] for s in samples]), [r.task_id for r in rollouts])
-        adv_real = grpo.group_advantages(real, groups, mode=self.config.advantage)
-        adv_wm = grpo.group_advantages(calibrated, groups, mode=self.config.advantage)
+        adv_real = grpo.group_advantages(real, groups, mode=advantage)
+        adv_wm = grpo.group_advantages(calibrated, groups, mode=advantage)
         score_grads = _per_sample_score_grads(self.policy, rollouts)
         var_anchor, var_wm = fusion.stream_variances(adv_real[:, None] * score_grads, adv_wm[:, None] * score_grads)
         if var_anchor == 0:
@@ -213,7 +201,7 @@ class WMRLTrainer:
             self.warmup = {"fusion/warmup_samples": float(len(samples)), "fusion/warmup_ratio": float("nan"),
                            "fusion/warmup_extended": 1.0}
             return
-        self.c = fusion.estimate_c(var_anchor, var_wm, eta2)
+        self.core.c = fusion.estimate_c(var_anchor, var_wm, eta2)
         self.warmup = {"fusion/warmup_ratio": var_wm / var_anchor if var_anchor > 0 else float("nan"),
                        "fusion/warmup_eta2": eta2, "fusion/warmup_samples": float(len(samples)),
                        "fusion/c": self.c}
@@ -267,10 +255,10 @@ class WMRLTrainer:
     def state_dict(self) -> dict[str, Any]:
         return {
             "config": self.config.to_dict(), "step": self.step, "policy": self.policy.state_dict(),
-            "optimizer": self.optimizer.state_dict(), "calibrator": self.calibrator.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "scoring": self.core.state_dict(),
             "ledger": self.ledger.state_dict(), "generator": self.generator.get_state(),
             "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
-            "c": self.c, "warmup": self.warmup, "warmup_samples": self._warmup_samples,
+            "warmup": self.warmup, "warmup_samples": self._warmup_samples,
             "history": self.history,
             "reference": self.reference.state_dict() if self.reference is not None else None,
         }
@@ -279,13 +267,13 @@ class WMRLTrainer:
         self.step = state["step"]
         self.policy.load_state_dict(state["policy"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.calibrator.load_state_dict(state["calibrator"])
+        self.core.load_state_dict(state["scoring"])
         self.ledger.load_state_dict(state["ledger"])
         self.generator.set_state(state["generator"])
         torch.set_rng_state(state["torch_rng"])
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
-        self.c, self.warmup, self._warmup_samples = state["c"], state["warmup"], state["warmup_samples"]
+        self.warmup, self._warmup_samples = state["warmup"], state["warmup_samples"]
         self.history = state["history"]
         if self.reference is not None and state["reference"] is not None:
             self.reference.load_state_dict(state["reference"])
@@ -306,6 +294,25 @@ class WMRLTrainer:
             return False
         self.load_state_dict(torch.load(path, weights_only=False))
         return True
+
+
+def make_core(config: WMRLConfig) -> ScoringCore:
+    """The scoring core of a run: the mode's schedule, a calibrator of its own, the family's scorer.
+
+    ``real`` executes every group, ``world_model`` scores every group with the raw world model,
+    and the ``wmrl`` modes anchor a share of each step's groups. The calibrator's hold-out draw
+    is seeded with the run's seed; ``c`` is measured in warmup unless configured.
+    """
+    sched = config.schedule
+    if config.uses_anchors:
+        schedule = StepSchedule(sched.tasks_per_step, sched.anchor_fraction, config.seed, sched.warmup_steps,
+                                sched.warmup_anchor_fraction)
+    else:
+        schedule = ConstantSchedule(config.mode)
+    make_scorer = get_family(config.family.env_id).make_scorer
+    calibrator = Calibrator(dataclasses.replace(config.calibration, seed=config.seed))
+    return ScoringCore(schedule, calibrator, config.fusion, debias=config.debias, denoise=config.denoise,
+                       measure_c=True, scorer=make_scorer(config) if make_scorer else None)
 
 
 def _frozen_copy(policy: Policy) -> Policy:

@@ -1,20 +1,119 @@
-"""Configuration of :class:`trainers.wmrl.WMRLTrainer`."""
+"""Configuration of :class:`trainers.wmrl.WMRLTrainer`, in groups.
+
+``WMRLConfig`` holds the run-level settings and five groups, each a typed dataclass whose
+fields carry their help text and are validated in ``__post_init__``:
+
+* ``family`` (:class:`FamilyConfig`): the env family, its tasks, policy and world model;
+* ``schedule`` (:class:`ScheduleConfig`): batch shape, anchor share and warmup;
+* ``loss`` (:class:`LossConfig`): optimiser and clipped-surrogate settings;
+* ``fusion`` (:class:`~wmrl_envs.scoring.FusionConfig`): the anchor weight's ``w_max`` and ``c``;
+* ``calibration`` (:class:`~wmrl_envs.calibration.CalibratorConfig`): the calibrator.
+
+:meth:`WMRLConfig.from_flat` builds a config from flat keyword names (the command line's
+``--anchor-fraction``, ``--fusion-c``, ``--calibration-min-pairs-global``, ...), see
+:data:`FLAT_PREFIXES`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from wmrl_envs.calibration import CalibratorConfig
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.scoring import FusionConfig
 
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
-#: Policy families that can act in each environment family.
-ENV_POLICIES = {
-    "wmrl/MLEDojo-v0": ("grammar", "lm"),
-    "wmrl/DSBench-v0": ("grammar", "lm"),
-    "wmrl/LIBERO-Long-v0": ("vla",),
-}
+ADVANTAGES = ("std", "mean")
+
+
+@dataclass
+class FamilyConfig:
+    """Which environment family is trained, on what, with which policy and world model."""
+
+    env_id: str = field(default="wmrl/MLEDojo-v0", metadata={"help": "environment family to train on"})
+    policy: str = field(default="grammar", metadata={
+        "help": "policy family: 'grammar' (CPU default) or 'lm' for code envs, 'vla' for LIBERO-Long"})
+    policy_path: str | None = field(default=None, metadata={
+        "help": "starting weights: a local transformers checkpoint ('lm', required) or a MiniVLA "
+                "policy.pt, e.g. from behaviour cloning ('vla'; default: a fresh policy)"})
+    split: str = field(default="train", metadata={"help": "task split sampled for training"})
+    task_ids: tuple[str, ...] | None = field(default=None, metadata={"help": "restrict training to these tasks"})
+    world_model: str = field(default="surrogate", metadata={"help": "world model name (code envs)"})
+    wm_horizon: int = field(default=260, metadata={
+        "help": "LIBERO-Long: steps a world-model episode runs before the success model scores it"})
+    executor: str = field(default="bwrap", metadata={"help": "sandbox backend for executions"})
+    workers: int | None = field(default=None, metadata={"help": "parallel executions (default: cores)"})
+
+    def __post_init__(self) -> None:
+        from trainers.families import get_family
+
+        if self.task_ids is not None:
+            self.task_ids = tuple(str(t) for t in self.task_ids)
+        profile = get_family(self.env_id)
+        if self.policy not in profile.policies:
+            raise ConfigError(f"policy {self.policy!r} cannot act in {self.env_id}; use one of {profile.policies}")
+        if self.policy == "lm" and not self.policy_path:
+            raise ConfigError("the lm policy needs --policy-path pointing at a local transformers checkpoint")
+        if self.wm_horizon < 1:
+            raise ConfigError(f"wm_horizon must be >= 1, got {self.wm_horizon}")
+        if self.workers is not None and self.workers < 1:
+            raise ConfigError(f"workers must be >= 1, got {self.workers}")
+
+
+@dataclass
+class ScheduleConfig:
+    """How many groups a step has, how large they are, and how many are anchors."""
+
+    tasks_per_step: int = field(default=8, metadata={"help": "B: groups (tasks) per step"})
+    group_size: int = field(default=4, metadata={"help": "G: rollouts per group"})
+    anchor_fraction: float = field(default=0.1, metadata={"help": "share of groups executed as anchors"})
+    warmup_steps: int = field(default=2, metadata={"help": "steps that measure the fusion constant c"})
+    warmup_anchor_fraction: float = field(default=0.5, metadata={"help": "anchor share during warmup"})
+
+    def __post_init__(self) -> None:
+        if self.tasks_per_step < 1:
+            raise ConfigError(f"tasks_per_step must be >= 1, got {self.tasks_per_step}")
+        if self.group_size < 2:
+            raise ConfigError("group_size must be >= 2: group-relative advantages need a baseline")
+        if self.warmup_steps < 0:
+            raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        for name in ("anchor_fraction", "warmup_anchor_fraction"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+
+
+@dataclass
+class LossConfig:
+    """The optimiser and the clipped surrogate loss (see :mod:`trainers.grpo`)."""
+
+    learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate"})
+    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
+    update_epochs: int = field(default=1, metadata={"help": "policy updates per batch (PPO epochs)"})
+    epsilon: float = field(default=0.2, metadata={"help": "lower clip range of the surrogate"})
+    epsilon_high: float | None = field(default=None, metadata={"help": "upper clip range (default: epsilon)"})
+    kl_coef: float = field(default=0.0, metadata={"help": "KL penalty to the initial policy (k3 estimator)"})
+    advantage: str = field(default="std", metadata={"help": "'std' (GRPO) or 'mean' (Dr.GRPO)"})
+    aggregation: str = field(default="sequence", metadata={"help": "loss aggregation (see trainers.grpo)"})
+
+    def __post_init__(self) -> None:
+        if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
+            raise ConfigError(f"learning_rate must be positive, got {self.learning_rate}")
+        if self.update_epochs < 1:
+            raise ConfigError(f"update_epochs must be >= 1, got {self.update_epochs}")
+        if not self.max_grad_norm > 0:
+            raise ConfigError(f"max_grad_norm must be > 0, got {self.max_grad_norm}")
+        if self.advantage not in ADVANTAGES:
+            raise ConfigError(f"advantage must be one of {ADVANTAGES}, got {self.advantage!r}")
+        if self.kl_coef < 0:
+            raise ConfigError(f"kl_coef must be >= 0, got {self.kl_coef}")
+
+
+def _calibration_default() -> CalibratorConfig:
+    # Training refits often from few pairs: use the map from 12 pairs on, not the env's 20.
+    return CalibratorConfig(min_pairs_global=12)
 
 
 @dataclass
@@ -30,77 +129,29 @@ class WMRLConfig:
     """
 
     mode: str = field(default="wmrl", metadata={"help": f"one of {MODES}"})
-    env_id: str = field(default="wmrl/MLEDojo-v0", metadata={"help": "environment family to train on"})
-    policy: str = field(default="grammar", metadata={
-        "help": "policy family: 'grammar' (CPU default) or 'lm' for code envs, 'vla' for LIBERO-Long"})
-    policy_path: str | None = field(default=None, metadata={
-        "help": "starting weights: a local transformers checkpoint ('lm', required) or a MiniVLA "
-                "policy.pt, e.g. from behaviour cloning ('vla'; default: a fresh policy)"})
-    split: str = field(default="train", metadata={"help": "task split sampled for training"})
-    task_ids: tuple[str, ...] | None = field(default=None, metadata={"help": "restrict training to these tasks"})
     steps: int = field(default=30, metadata={"help": "optimiser steps (one batch of groups each)"})
-    tasks_per_step: int = field(default=8, metadata={"help": "B: groups (tasks) per step"})
-    group_size: int = field(default=4, metadata={"help": "G: rollouts per group"})
-    anchor_fraction: float = field(default=0.1, metadata={"help": "share of groups executed as anchors"})
-    warmup_steps: int = field(default=2, metadata={"help": "steps that measure the fusion constant c"})
-    warmup_anchor_fraction: float = field(default=0.5, metadata={"help": "anchor share during warmup"})
-    learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate"})
-    max_grad_norm: float = field(default=1.0, metadata={"help": "gradient clipping norm"})
-    update_epochs: int = field(default=1, metadata={"help": "policy updates per batch (PPO epochs)"})
-    epsilon: float = field(default=0.2, metadata={"help": "lower clip range of the surrogate"})
-    epsilon_high: float | None = field(default=None, metadata={"help": "upper clip range (default: epsilon)"})
-    kl_coef: float = field(default=0.0, metadata={"help": "KL penalty to the initial policy (k3 estimator)"})
-    advantage: str = field(default="std", metadata={"help": "'std' (GRPO) or 'mean' (Dr.GRPO)"})
-    aggregation: str = field(default="sequence", metadata={"help": "loss aggregation (see trainers.grpo)"})
-    w_max: float = field(default=4.0, metadata={"help": "upper clip of the anchor weight"})
-    fusion_c: float | None = field(default=None, metadata={"help": "fix c instead of measuring it in warmup"})
-    min_calibration_pairs: int = field(default=12, metadata={"help": "pairs before the isotonic map is used"})
-    world_model: str = field(default="surrogate", metadata={"help": "world model name (code envs)"})
-    wm_horizon: int = field(default=260, metadata={
-        "help": "LIBERO-Long: steps a world-model episode runs before the success model scores it"})
-    executor: str = field(default="bwrap", metadata={"help": "sandbox backend for executions"})
-    workers: int | None = field(default=None, metadata={"help": "parallel executions (default: cores)"})
-    seed: int = field(default=0, metadata={"help": "seeds policy init, sampling and the anchor schedule"})
+    seed: int = field(default=0, metadata={
+        "help": "seeds policy init, sampling, the anchor schedule and the calibrator's hold-out draw"})
     output_dir: str = field(default="runs/wmrl", metadata={"help": "run folder (metrics, checkpoints, plots)"})
     checkpoint_every: int = field(default=5, metadata={"help": "steps between checkpoints (0: only at the end)"})
     tensorboard: bool = field(default=True, metadata={"help": "write TensorBoard events when available"})
+    family: FamilyConfig = field(default_factory=FamilyConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    calibration: CalibratorConfig = field(default_factory=_calibration_default)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ConfigError(f"mode must be one of {MODES}, got {self.mode!r}")
-        for name in ("steps", "tasks_per_step", "group_size", "update_epochs"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.group_size < 2:
-            raise ConfigError("group_size must be >= 2: group-relative advantages need a baseline")
-        if self.warmup_steps < 0 or self.warmup_steps >= self.steps and self.uses_anchors:
-            raise ConfigError(f"warmup_steps must be in [0, steps), got {self.warmup_steps}")
-        for name in ("anchor_fraction", "warmup_anchor_fraction"):
-            if not 0.0 < getattr(self, name) <= 1.0:
-                raise ConfigError(f"{name} must be in (0, 1], got {getattr(self, name)}")
-        if not (self.learning_rate > 0 and math.isfinite(self.learning_rate)):
-            raise ConfigError(f"learning_rate must be positive, got {self.learning_rate}")
-        if self.w_max < 1.0:
-            raise ConfigError(f"w_max must be >= 1, got {self.w_max}")
-        if self.advantage not in ("std", "mean"):
-            raise ConfigError(f"advantage must be 'std' or 'mean', got {self.advantage!r}")
-        if self.uses_anchors and self.fusion_c is None and self.warmup_steps == 0:
+        if self.steps < 1:
+            raise ConfigError(f"steps must be >= 1, got {self.steps}")
+        if self.checkpoint_every < 0:
+            raise ConfigError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        if self.uses_anchors and self.schedule.warmup_steps >= self.steps:
+            raise ConfigError(f"warmup_steps must be in [0, steps), got {self.schedule.warmup_steps}")
+        if self.uses_anchors and self.fusion.c is None and self.schedule.warmup_steps == 0:
             raise ConfigError("wmrl modes measure c in warmup: set warmup_steps >= 1 or give fusion_c")
-        if self.fusion_c is not None and self.fusion_c < 0:
-            raise ConfigError(f"fusion_c must be >= 0, got {self.fusion_c}")
-        if self.min_calibration_pairs < 2:
-            raise ConfigError("min_calibration_pairs must be >= 2")
-        if self.task_ids is not None:
-            self.task_ids = tuple(self.task_ids)
-        families = ENV_POLICIES.get(self.env_id)
-        if families is None:
-            raise ConfigError(f"unknown env_id {self.env_id!r}; known: {sorted(ENV_POLICIES)}")
-        if self.policy not in families:
-            raise ConfigError(f"policy {self.policy!r} cannot act in {self.env_id}; use one of {families}")
-        if self.policy == "lm" and not self.policy_path:
-            raise ConfigError("the lm policy needs --policy-path pointing at a local transformers checkpoint")
-        if self.wm_horizon < 1:
-            raise ConfigError(f"wm_horizon must be >= 1, got {self.wm_horizon}")
 
     @property
     def uses_anchors(self) -> bool:
@@ -118,9 +169,69 @@ class WMRLConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "WMRLConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ConfigError(f"unknown config field(s) {sorted(unknown)}")
-        return cls(**data)
+    def from_dict(cls, data: dict[str, Any]) -> WMRLConfig:
+        """The inverse of :meth:`to_dict`; unknown keys are an error."""
+        data = dict(data)
+        groups = {name: data.pop(name) for name in GROUPS if name in data}
+        _check_known(cls, data, "config")
+        built = {}
+        for name, values in groups.items():
+            kind = GROUPS[name]
+            if name == "calibration":
+                built[name] = CalibratorConfig.from_dict(values)
+            else:
+                _check_known(kind, values, name)
+                built[name] = kind(**values)
+        return cls(**data, **built)
+
+    @classmethod
+    def from_flat(cls, **values: Any) -> WMRLConfig:
+        """A config from flat names: run-level fields, then each group's fields under its prefix
+        in :data:`FLAT_PREFIXES` (``anchor_fraction``, ``learning_rate``, ``fusion_w_max``,
+        ``calibration_min_pairs_global``, ...)."""
+        top, grouped = {}, {name: {} for name in GROUPS}
+        for key, value in values.items():
+            group = flat_group(key)
+            if group is None:
+                top[key] = value
+            else:
+                grouped[group[0]][group[1]] = value
+        _check_known(cls, top, "config")
+        built = {name: dataclasses.replace(_default(name), **kw) for name, kw in grouped.items()}
+        return cls(**top, **built)
+
+
+#: The groups of :class:`WMRLConfig` and their types.
+GROUPS: dict[str, type] = {"family": FamilyConfig, "schedule": ScheduleConfig, "loss": LossConfig,
+                           "fusion": FusionConfig, "calibration": CalibratorConfig}
+#: Prefix of each group's flat names (command-line flags are these with ``-`` for ``_``).
+FLAT_PREFIXES = {"family": "", "schedule": "", "loss": "", "fusion": "fusion_", "calibration": "calibration_"}
+#: Calibrator fields that are not flags: the score range is the reward's, the seed the run's.
+CALIBRATION_FIXED = ("score_range", "seed")
+
+
+def _default(group: str):
+    return WMRLConfig.__dataclass_fields__[group].default_factory()
+
+
+def flat_fields() -> dict[str, tuple[str, dataclasses.Field]]:
+    """Every flat name: ``{flat_name: (group, field)}``."""
+    out = {}
+    for group, kind in GROUPS.items():
+        for f in fields(kind):
+            if group == "calibration" and f.name in CALIBRATION_FIXED:
+                continue
+            out[FLAT_PREFIXES[group] + f.name] = (group, f)
+    return out
+
+
+def flat_group(name: str) -> tuple[str, str] | None:
+    """``(group, field)`` of a flat name, or None for a run-level field."""
+    hit = flat_fields().get(name)
+    return None if hit is None else (hit[0], hit[1].name)
+
+
+def _check_known(kind: type, data: dict[str, Any], where: str) -> None:
+    unknown = set(data) - {f.name for f in fields(kind)}
+    if unknown:
+        raise ConfigError(f"unknown {where} field(s) {sorted(unknown)}")

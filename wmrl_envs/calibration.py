@@ -1,4 +1,4 @@
-"""Online debiasing of world-model scores (DESIGN §8, step 3).
+"""Online debiasing of world-model scores (docs/architecture.md §2).
 
 Anchor groups are executed *and* world-model scored. Their (world-model score, real score)
 pairs feed a monotone isotonic map, fitted globally and per task, that recalibrates every
@@ -26,7 +26,7 @@ import json
 import math
 import threading
 from collections import Counter
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -91,18 +91,23 @@ class CalibratorConfig:
             within-group ranking to a plateau.
     """
 
-    score_range: tuple[float, float] = (0.0, 1.0)
-    min_pairs_global: int = 20
-    min_pairs_per_task: int = 2
-    task_prior_pairs: float | None = None
-    holdout_fraction: float = 0.1
-    cv_folds: int = 5
-    eta2_window: int | None = None
-    min_spearman: float = 0.3
-    max_discordant_rate: float = 0.35
-    nonmonotone_z: float = 3.0
-    seed: int = 0
-    centered: bool = True
+    score_range: tuple[float, float] = field(default=(0.0, 1.0), metadata={"help": "(lo, hi) of real scores"})
+    min_pairs_global: int = field(default=20, metadata={"help": "fitted pairs before the global map is used"})
+    min_pairs_per_task: int = field(default=2, metadata={"help": "fitted pairs a task needs for a map of its own"})
+    task_prior_pairs: float | None = field(default=None, metadata={
+        "help": "global pseudo-pairs in each task's map; default: chosen out of fold from the anchors"})
+    holdout_fraction: float = field(default=0.1, metadata={"help": "share of pairs held back for the audit"})
+    cv_folds: int = field(default=5, metadata={"help": "folds of the cross-fitted residual eta2"})
+    eta2_window: int | None = field(default=None, metadata={
+        "help": "eta2 averages the most recent N fitted pairs; default: all"})
+    min_spearman: float = field(default=0.3, metadata={"help": "the audit flags a Spearman rho below this"})
+    max_discordant_rate: float = field(default=0.35, metadata={
+        "help": "the audit flags a discordant-pair rate above this"})
+    nonmonotone_z: float = field(default=3.0, metadata={
+        "help": "the audit flags a non-monotone challenger better by this many standard errors"})
+    seed: int = field(default=0, metadata={"help": "seeds the hold-out draw"})
+    centered: bool = field(default=True, metadata={
+        "help": "interpolate through isotonic block centroids (strictly increasing map)"})
 
     def __post_init__(self) -> None:
         # JSON turns the tuple into a list; store the canonical form.
@@ -206,6 +211,9 @@ class Calibrator:
 
     def __init__(self, config: CalibratorConfig | None = None) -> None:
         self._lock = threading.RLock()
+        #: The process-wide registry's key when this is a shared calibrator (see
+        #: ``wmrl_envs.scoring.calibrators``), else None.
+        self.shared_key: str | None = None
         self._reset(config or CalibratorConfig())
 
     # Locks cannot be pickled or deep-copied: a copy travels as its state and gets a new lock.
@@ -214,6 +222,7 @@ class Calibrator:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._lock = threading.RLock()
+        self.shared_key = None  # a copy is a calibrator of its own
         self._reset(CalibratorConfig())
         self.load_state_dict(state)
 
@@ -327,7 +336,7 @@ class Calibrator:
           So must the rho of each task with enough held-back pairs, which catches a world
           model that ranks one task the wrong way.
         * The discordant-pair rate must be at most ``max_discordant_rate``.
-        * Both rank checks use held-back pairs, which no map has seen (DESIGN §8).
+        * Both rank checks use held-back pairs, which no map has seen.
         * An unconstrained challenger, the mean real score per quantile bin of world-model
           score, must not beat the calibrated scores by more than ``nonmonotone_z``
           standard errors in cross-fitted squared error. This catches a local reversal
@@ -572,7 +581,7 @@ class _MonotoneMap:
 def _isotonic(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig) -> _MonotoneMap:
     lo, hi = config.score_range
     # out_of_bounds="clip": the default "nan" would turn scores beyond the anchors' range
-    # into NaN rewards (NOTES.md).
+    # into NaN rewards.
     isotonic = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=lo, y_max=hi)
     isotonic.fit(wm, real)
     if not config.centered or isotonic.X_thresholds_.size < 2:

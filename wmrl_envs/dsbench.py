@@ -19,10 +19,7 @@ World-model and fused rewards predict RPG and use their own shared calibrator
 
 from __future__ import annotations
 
-from typing import Any
-
 from wmrl_envs.mle import MLEDojoEnv
-from wmrl_envs.rewards import RewardSource
 
 
 class DSBenchEnv(MLEDojoEnv):
@@ -30,11 +27,6 @@ class DSBenchEnv(MLEDojoEnv):
 
     suite = "dsbench"
     env_id = "wmrl/DSBench-v0"
-
-    def _make_reward_source(self, reward: str, executor: str, **kwargs: Any) -> RewardSource:
-        if reward != "real":
-            kwargs.setdefault("suite", self.suite)  # selects the suite's shared calibrator
-        return super()._make_reward_source(reward, executor, **kwargs)
 
     def step(self, action: str):
         obs, reward, terminated, truncated, info = super().step(action)

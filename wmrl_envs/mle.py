@@ -16,11 +16,22 @@ import string
 from typing import Any, Sequence
 
 import gymnasium as gym
-import numpy as np
 from gymnasium import spaces
 
+from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.rewards import RealReward, RewardSource, ScoreResult, extract_code
+from wmrl_envs.scoring import (
+    AnchorSchedule,
+    CodeGroup,
+    CodeScorer,
+    ConstantSchedule,
+    FusionConfig,
+    HashSchedule,
+    ScoreResult,
+    ScoringCore,
+    extract_code,
+    shared_calibrator,
+)
 from wmrl_envs.tasks.spec import Task
 
 #: Printable ASCII plus whitespace. Feedback is sanitised into it so observations always lie
@@ -47,14 +58,29 @@ def sanitize(text: str, limit: int) -> str:
 class MLEDojoEnv(gym.Env):
     """Text environment over a suite of ML-engineering tasks.
 
+    Every reward mode goes through one :class:`~wmrl_envs.scoring.ScoringCore`, the same one
+    the trainer uses: ``reward`` only picks its schedule (every group executed, every group
+    world-model scored, or anchors chosen by the schedule).
+
     Args:
         reward: ``"real"`` (sandboxed execution), ``"world_model"`` or ``"fused"``.
         split: Which tasks :meth:`reset` samples from when no ``task_id`` is given.
         task_ids: Restrict the pool to these ids (overrides ``split``).
-        max_turns: Responses per episode; the last one's outcome is final.
+        max_turns: Responses per episode; the last valid one's score is final.
         executor: Sandbox backend name for real execution (``"bwrap"`` by default).
-        reward_source: A ready :class:`~wmrl_envs.rewards.RewardSource` (advanced; overrides
-            ``reward`` and ``executor``), e.g. one shared by many envs.
+        workers: Parallel sandbox runs.
+        world_model: World model name or instance (``"surrogate"`` by default).
+        world_model_kwargs: Options of the named world model.
+        anchor_fraction: ``fused``: share of anchor groups under the default hash schedule.
+        anchor_seed: ``fused``: seeds the hash schedule, with the group id.
+        schedule: ``fused``: an anchor schedule to use instead, e.g. a trainer's
+            :class:`~wmrl_envs.scoring.StepSchedule`.
+        calibrator: The calibrator to use; default the process-wide one of
+            ``"<suite>/<world model>"``, shared by every env of this suite and world model.
+        calibrate: ``world_model``: False gives raw world-model scores (no debiasing).
+        c, w_max: The anchor weight's constant and clip (:class:`~wmrl_envs.scoring.FusionConfig`).
+        core: A ready scoring core (advanced: shares one core, e.g. a trainer's, with this env);
+            it replaces every option above except ``reward``, which must match it.
         render_mode: ``None`` or ``"ansi"``.
     """
 
@@ -68,10 +94,20 @@ class MLEDojoEnv(gym.Env):
         split: str = "train",
         task_ids: Sequence[str] | None = None,
         max_turns: int = 1,
+        *,
         executor: str = "bwrap",
-        reward_source: RewardSource | None = None,
+        workers: int | None = None,
+        world_model: Any = "surrogate",
+        world_model_kwargs: dict[str, Any] | None = None,
+        anchor_fraction: float = 0.1,
+        anchor_seed: int = 0,
+        schedule: AnchorSchedule | None = None,
+        calibrator: Calibrator | None = None,
+        calibrate: bool = True,
+        c: float | None = None,
+        w_max: float = 4.0,
+        core: ScoringCore | None = None,
         render_mode: str | None = None,
-        **reward_kwargs: Any,
     ) -> None:
         if reward not in REWARD_MODES:
             raise ConfigError(f"reward must be one of {REWARD_MODES}, got {reward!r}")
@@ -86,7 +122,22 @@ class MLEDojoEnv(gym.Env):
         self.task_ids = list(task_ids) if task_ids is not None else self._default_task_ids(split)
         if not self.task_ids:
             raise ConfigError(f"no {self.suite} tasks found for split={split!r}")
-        self.reward_source = reward_source or self._make_reward_source(reward, executor, **reward_kwargs)
+        if core is None:
+            scorer = CodeScorer(world_model, world_model_kwargs, executor=executor, workers=workers)
+            if reward == "fused":
+                schedule = schedule or HashSchedule(anchor_fraction, anchor_seed)
+            elif schedule is not None:
+                raise ConfigError(f"an anchor schedule needs reward='fused', not {reward!r}")
+            else:
+                schedule = ConstantSchedule(reward)
+            if calibrator is None:
+                # A real-execution env never calibrates: keep it off the process-wide calibrator.
+                calibrator = (Calibrator() if reward == "real"
+                              else shared_calibrator(f"{self.suite}/{scorer.world_model_name}"))
+            core = ScoringCore(schedule, calibrator, FusionConfig(w_max=w_max, c=c), debias=calibrate, scorer=scorer)
+        elif core.reward != reward:
+            raise ConfigError(f"the given core serves reward={core.reward!r}, not {reward!r}")
+        self.core = core
         self.observation_space = spaces.Text(max_length=MAX_OBS_CHARS, min_length=0, charset=CHARSET)
         self.action_space = spaces.Text(max_length=MAX_ACTION_CHARS, min_length=0, charset=CHARSET)
         self._task: Task | None = None
@@ -100,13 +151,6 @@ class MLEDojoEnv(gym.Env):
         from wmrl_envs.tasks import list_tasks
 
         return [t.id for t in list_tasks(suite=self.suite, split=split)]
-
-    def _make_reward_source(self, reward: str, executor: str, **kwargs: Any) -> RewardSource:
-        if reward == "real":
-            return RealReward(executor=executor, **kwargs)
-        from wmrl_envs import world_rewards  # lazy: world models pull in heavier dependencies
-
-        return world_rewards.make_reward_source(reward, executor=executor, **kwargs)
 
     def _load_task(self, task_id: str) -> Task:
         from wmrl_envs.tasks import get_task
@@ -136,8 +180,9 @@ class MLEDojoEnv(gym.Env):
         if self._turn >= self.max_turns:
             raise gym.error.ResetNeeded("the episode has ended; call reset()")
         self._turn += 1
-        result = self.reward_source.score_group(self._task, [extract_code(str(action))], group_id=self._group_id)[0]
-        if result.valid:
+        group = CodeGroup(self._task, [extract_code(str(action))], self._group_id)
+        result = self.core.score([group])[0].samples[0]
+        if not result.infra_failure and result.valid is not False:  # executed and valid, or estimated
             self._final = result
         terminated = self._turn >= self.max_turns
         final = self._final
@@ -153,9 +198,7 @@ class MLEDojoEnv(gym.Env):
         return self._last_obs if self.render_mode == "ansi" else None
 
     def close(self) -> None:
-        close = getattr(self.reward_source, "close", None)
-        if close is not None:
-            close()
+        self.core.close()
 
     # ----------------------------------------------------------------- text
     def prompt(self, task: Task) -> str:
@@ -169,6 +212,8 @@ class MLEDojoEnv(gym.Env):
             parts.append("stdout (tail):\n" + result.stdout[-FEEDBACK_TAIL_CHARS:])
         if result.infra_failure:
             parts.append(f"The run could not be evaluated ({result.error}). This attempt is not scored.")
+        elif result.valid is None:  # world-model scored: nothing ran
+            parts.append(self._world_model_line(result))
         elif not result.valid:
             if result.stderr.strip():
                 parts.append("stderr (tail):\n" + result.stderr[-FEEDBACK_TAIL_CHARS:])
@@ -181,18 +226,23 @@ class MLEDojoEnv(gym.Env):
             parts.append("The episode is over.")
         return "\n\n".join(parts) + "\n"
 
+    def _world_model_line(self, result: ScoreResult) -> str:
+        """A world-model estimate says so: nothing ran, so nothing is known to be valid."""
+        line = "Result: the script was not run; a world model scored it"
+        if self._task.spec.is_heldout:
+            return line + ". Scores are hidden on held-out tasks."
+        return line + f" (estimated score {result.score:.3f})."
+
     def _score_line(self, result: ScoreResult) -> str:
         spec = self._task.spec
         board = result.leaderboard
-        if result.raw_score is None:  # a world-model estimate has no metric value, only a predicted reward
-            return f"Result: not executed; world-model estimated score {result.score:.3f}."
         line = f"Result: valid submission. Test {spec.metric} = {result.raw_score:.6g}"
         if "position" in board:
             line += f"; leaderboard position {board['position']}/{board['n']} (position score {board['position_score']:.3f})"
         if "rpg" in board:
             line += f"; relative performance gap {board['rpg']:.3f}"
-        if result.stream != "real":
-            line += f" [{'world-model estimate' if result.stream == 'world_model' else 'executed anchor'}]"
+        if result.stream == "anchor":
+            line += " [executed anchor]"
         return line + "."
 
     def _info(self, result: ScoreResult, final: ScoreResult | None) -> dict[str, Any]:

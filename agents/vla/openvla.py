@@ -27,8 +27,9 @@ the 256 action ids, and :meth:`OpenVLAPolicy.log_probs` rescores them teacher-fo
 Usage (GPU)::
 
     policy = OpenVLAPolicy(OpenVLAConfig(path="/ckpt/openvla-7b-finetuned-libero-10"))
-    adapter = LiberoAdapter(obs_mode="both")
-    WMRLTrainer(WMRLConfig(mode="wmrl", env_id="wmrl/LIBERO-Long-v0", ...), policy, adapter).train()
+    adapter = LiberoAdapter(obs_mode="both")          # trainers.families.libero
+    config = WMRLConfig.from_flat(mode="wmrl", env_id="wmrl/LIBERO-Long-v0", policy="vla", ...)
+    WMRLTrainer(config, policy, adapter).train()
 
 The trainer updates every parameter that requires grad; for a 7B model freeze most of it
 (or wrap it with PEFT LoRA) before building the trainer.
@@ -145,7 +146,7 @@ class OpenVLAPolicy(torch.nn.Module):
         for prompt, group_id in zip(prompts, group_ids):
             for _ in range(group_size):
                 obs, info = prompt.env.reset(options={"task_id": prompt.task_index, "init_state": prompt.init_state,
-                                                      "group_id": group_id, "stream": prompt.stream})
+                                                      "group_id": group_id})
                 images, columns, logps = [], [], []
                 terminated = truncated = False
                 while not (terminated or truncated):

@@ -8,8 +8,8 @@ observation, so the log-probability of a step is the exact sum of its 7 token lo
 
 For the WMRL trainer (:class:`agents.base.Policy`) a *rollout is one episode*: its tokens
 are the bins of every step (``7 * T`` log-probs), and a prompt is an :class:`EpisodePrompt`
-(the env to roll out in, the task, the init state and the reward stream), handed out by
-:class:`trainers.libero_adapter.LiberoAdapter`. The group advantage of an episode applies
+(the env to roll out in, the task and the init state), handed out by
+:class:`trainers.families.libero.LiberoAdapter`. The group advantage of an episode applies
 to every one of its tokens.
 """
 
@@ -58,12 +58,14 @@ class VLAConfig:
 
 @dataclass
 class EpisodePrompt:
-    """One episode to roll out: ``env`` is an unwrapped :class:`~wmrl_envs.libero.env.LiberoLongEnv`."""
+    """One episode to roll out: ``env`` is an unwrapped :class:`~wmrl_envs.libero.env.LiberoLongEnv`.
+
+    The episode's stream is the env's to decide, from the group id, through its scoring core.
+    """
 
     env: Any
     task_index: int
     init_state: int
-    stream: str = "real"
 
 
 class _Block(nn.Module):
@@ -152,7 +154,7 @@ class MiniVLAPolicy(nn.Module):
     def _episode(self, prompt: EpisodePrompt, group_id: Hashable, generator: torch.Generator) -> Rollout:
         env = prompt.env
         obs, info = env.reset(options={"task_id": prompt.task_index, "init_state": prompt.init_state,
-                                       "group_id": group_id, "stream": prompt.stream})
+                                       "group_id": group_id})
         states: list[np.ndarray] = []
         images: list[np.ndarray] = []
         bins: list[np.ndarray] = []

@@ -21,7 +21,8 @@ import wmrl_envs  # noqa: F401  (registers the ids)
 from agents.code.grammar import REFERENCE_SOLUTIONS, render_response
 from trainers.policies import make_policy
 from wmrl_envs.calibration import Calibrator
-from wmrl_envs.rewards import reward_from_raw
+from wmrl_envs.scoring import shared_calibrator
+from wmrl_envs.grading import task_reward
 from wmrl_envs.tasks import get_task, list_tasks
 from wmrl_envs.world_models import Prediction
 
@@ -106,7 +107,7 @@ def test_real_episode_reports_rpg_deterministically():
         assert INFO_KEYS <= set(info) and info["valid"], info["error"]
         assert terminated and not truncated and info["stream"] == "real"
         assert reward == info["rpg"] == info["score"] == info["real_score"] == info["final_score"]
-        assert reward == reward_from_raw(get_task(TRAIN_TASK), info["raw_score"])[0] and 0.0 < reward <= 1.0
+        assert reward == task_reward(get_task(TRAIN_TASK), info["raw_score"])[0] and 0.0 < reward <= 1.0
         assert f"relative performance gap {reward:.3f}" in obs
     assert outcomes[0][0] == outcomes[1][0]
 
@@ -149,13 +150,13 @@ def test_grammar_policy_answers_a_timeseries_task():
 
 
 def test_world_model_reward_predicts_rpg_with_the_dsbench_calibrator():
-    shared = make("world_model", own_calibrator=False).unwrapped.reward_source
-    assert shared.calibrator_key == "dsbench/script-length"
+    shared = make("world_model", own_calibrator=False).unwrapped.core.calibrator
+    assert shared is shared_calibrator("dsbench/script-length") and shared.shared_key == "dsbench/script-length"
     env = make("world_model")
     env.reset(seed=0, options={"task_id": TRAIN_TASK})
     obs, reward, terminated, _, info = env.step(response(TRAIN_TASK))
-    assert terminated and info["stream"] == "world_model" and info["valid"]
-    assert f"world-model estimated score {reward:.3f}" in obs
+    assert terminated and info["stream"] == "world_model" and info["valid"] is None  # nothing ran
+    assert f"not run; a world model scored it (estimated score {reward:.3f})" in obs and "valid" not in obs
     assert reward == info["wm_score_calibrated"] and info["rpg"] is None and info["real_score"] is None
     assert info["cost"]["execution_s"] == 0.0 and info["cost"]["world_model_s"] > 0
     env.close()
@@ -164,7 +165,7 @@ def test_world_model_reward_predicts_rpg_with_the_dsbench_calibrator():
 def test_fused_anchor_is_executed_and_feeds_the_calibrator():
     calibrator = Calibrator()
     env = make("fused", anchor_fraction=1.0, calibrator=calibrator)
-    assert env.unwrapped.reward_source.wm.calibrator_key == "dsbench/script-length"
+    assert env.unwrapped.core.calibrator is calibrator
     env.reset(seed=0, options={"task_id": TRAIN_TASK, "group_id": 3})
     _, reward, _, _, info = env.step(response(TRAIN_TASK))
     assert info["stream"] == "anchor" and info["valid"], info["error"]

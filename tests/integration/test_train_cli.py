@@ -13,7 +13,7 @@ from trainers.policies import load_run_policy, make_policy
 
 def test_wmrl_train_smoke(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["train", "--mode", "wmrl", "--reward", "fused", "--steps", "3", "--tasks-per-step", "2",
+    code = main(["train", "--mode", "wmrl", "--steps", "3", "--tasks-per-step", "2",
                  "--group-size", "2", "--warmup-steps", "1", "--task-ids", "wine-cultivar", "auto-fuel-economy",
                  "--eval-k", "1", "--eval-tasks", "glass-identification", "--output-dir", str(out),
                  "--no-tensorboard", "--seed", "0"])
@@ -31,6 +31,9 @@ def test_wmrl_train_smoke(tmp_path, capsys):
     assert any(not torch.equal(trained[k], untrained[k]) for k in trained)
 
 
-def test_train_rejects_a_reward_that_contradicts_the_mode(tmp_path, capsys):
-    code = main(["train", "--mode", "real", "--reward", "fused", "--output-dir", str(tmp_path / "x")])
-    assert code == 2 and "reward='real'" in capsys.readouterr().err
+def test_train_reports_a_bad_group_setting_in_one_line(tmp_path, capsys):
+    code = main(["train", "--anchor-fraction", "0", "--output-dir", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert code == 2 and "anchor_fraction must be in (0, 1]" in err and "Traceback" not in err
+    code = main(["train", "--calibration-min-pairs-global", "1", "--output-dir", str(tmp_path / "x")])
+    assert code == 2 and "min_pairs_global must be >= 2" in capsys.readouterr().err

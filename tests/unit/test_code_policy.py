@@ -11,7 +11,7 @@ from agents.code.grammar import SLOTS, SolutionChoices, render_script
 from agents.code.policy import SLOT_NAMES, GrammarPolicy, GrammarPolicyConfig, forced_choices
 from trainers.grpo import clipped_surrogate_loss, group_advantages
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.rewards import extract_code
+from wmrl_envs.scoring import extract_code
 from wmrl_envs.tasks.spec import Task, TaskSpec
 
 torch.set_num_threads(1)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from trainers.evaluate import EvalConfig, EvalReport, TaskResult, markdown_table, write_reports
+from wmrl_envs.dsbench import DSBenchEnv
+from wmrl_envs.mle import MLEDojoEnv
 from wmrl_envs.world_models import Prediction
-from wmrl_envs.world_rewards import FusedReward, WorldModelReward
 
 
 class FixedWorldModel:
@@ -16,15 +17,17 @@ class FixedWorldModel:
         return [Prediction(score=0.5, uncertainty=0.1) for _ in scripts]
 
 
-def result(task_id: str, scores: list[float], valid: list[bool]) -> TaskResult:
+def result(task_id: str, scores: list[float], valid: list[bool], quantity: str) -> TaskResult:
     return TaskResult(task_id=task_id, metric="accuracy", scores=scores, raw_scores=[None] * len(scores),
-                      valid=valid, medals=[None] * len(scores), above_median=[False] * len(scores))
+                      valid=valid, medals=[None] * len(scores), above_median=[False] * len(scores),
+                      quantity=quantity)
 
 
 def report(env_id: str) -> EvalReport:
     # Task a: both samples valid; task b: one of two valid; task c: none valid (RPG 0).
-    tasks = [result("a", [0.8, 0.6], [True, True]), result("b", [0.4, 0.0], [True, False]),
-             result("c", [0.0, 0.0], [False, False])]
+    quantity = "rpg" if env_id == "wmrl/DSBench-v0" else "position"
+    tasks = [result("a", [0.8, 0.6], [True, True], quantity), result("b", [0.4, 0.0], [True, False], quantity),
+             result("c", [0.0, 0.0], [False, False], quantity)]
     return EvalReport("grammar", EvalConfig(env_id=env_id, k=2), tasks)
 
 
@@ -47,9 +50,7 @@ def test_markdown_names_the_quantity_of_each_env(tmp_path):
 
 def test_each_suite_gets_its_own_shared_calibrator():
     model = FixedWorldModel()
-    assert WorldModelReward(model).calibrator_key == "mle/fixed"
-    assert WorldModelReward(model, suite="dsbench").calibrator_key == "dsbench/fixed"
-    fused = FusedReward(model, suite="dsbench")
-    assert fused.wm.calibrator_key == "dsbench/fixed"
-    assert fused.calibrator is not WorldModelReward(model).calibrator
-    assert WorldModelReward(model, calibrator_key="mine", suite="dsbench").calibrator_key == "mine"
+    mle = MLEDojoEnv(reward="world_model", world_model=model).core.calibrator
+    dsbench = DSBenchEnv(reward="fused", world_model=model).core.calibrator
+    assert mle.shared_key == "mle/fixed" and dsbench.shared_key == "dsbench/fixed" and mle is not dsbench
+    assert DSBenchEnv(reward="world_model", world_model=model).core.calibrator is dsbench

@@ -22,6 +22,7 @@ from wmrl_envs.libero.reward_model import SuccessRewardModel, trajectory_feature
 from wmrl_envs.libero.sim import MAX_OBJECTS, SLOT_DIM
 from wmrl_envs.libero.tasks import INSTRUCTIONS, TASK_NAMES, task_index
 from wmrl_envs.libero.trajectory import Trajectory, load_trajectories, save_trajectories
+from wmrl_envs.scoring import ScoredGroup, ScoreResult
 
 
 def test_tokenizer_round_trip_within_half_a_bin():
@@ -47,13 +48,17 @@ def observation(step: int = 0, task: int = 0) -> dict:
 
 
 class FakeEnv:
-    """LIBERO's observation and info layout; success when the mean gripper action is closed."""
+    """LIBERO's observation and info layout; success when the mean gripper action is closed.
 
-    def __init__(self, steps: int = 6) -> None:
-        self.steps = steps
+    Like the real env it asks a scoring core for the stream of the episode's group.
+    """
+
+    def __init__(self, steps: int = 6, core=None) -> None:
+        self.steps, self.core = steps, core
 
     def reset(self, options):
-        self.t, self.task, self.stream, self.closed = 0, options["task_id"], options["stream"], []
+        self.t, self.task, self.closed = 0, options["task_id"], []
+        self.stream = self.core.streams([options["group_id"]])[0] if self.core else "real"
         return observation(0, self.task), {}
 
     def step(self, action):
@@ -126,16 +131,17 @@ class FakeAdapter:
 
     task_ids = list(TASK_NAMES[:3])
 
-    def collect(self, policy, task_ids, group_ids, streams, group_size, generator, ledger):
-        prompts = [EpisodePrompt(FakeEnv(), task_index(t), 0, s) for t, s in zip(task_ids, streams)]
+    def collect(self, policy, task_ids, group_ids, group_size, generator, ledger, core):
+        prompts = [EpisodePrompt(FakeEnv(core=core), task_index(t), 0) for t in task_ids]
         rollouts = policy.generate(prompts, group_size, group_ids, generator)
         ledger.add("simulation", 0.1, 0.1, count=16 * len(rollouts))
         out = []
-        for t, g, s in zip(task_ids, group_ids, streams):
+        for t, g, s in zip(task_ids, group_ids, core.streams(group_ids)):
             rs = [r for r in rollouts if r.group_id == g]
-            real = np.array([np.nan if r.response["real_score"] is None else r.response["real_score"] for r in rs])
-            wm = np.array([np.nan if r.response["wm_score_raw"] is None else r.response["wm_score_raw"] for r in rs])
-            out.append(GroupOutcome(t, g, s, rs, real, wm, np.ones(len(rs), bool)))
+            samples = [ScoreResult(t, s, real_score=r.response["real_score"], wm_score_raw=r.response["wm_score_raw"])
+                       for r in rs]
+            out.append(GroupOutcome(rs, ScoredGroup(t, g, s, samples)))
+        core.fuse([o.scored for o in out])
         return out
 
     def close(self):
@@ -146,8 +152,9 @@ def test_vla_trains_through_the_shared_wmrl_trainer(tmp_path):
     torch.manual_seed(0)
     policy = MiniVLAPolicy(VLAConfig(hidden=32, blocks=1))
     before = policy.head.weight.detach().clone()
-    config = WMRLConfig(mode="wmrl", steps=4, tasks_per_step=3, group_size=3, warmup_steps=1,
-                        min_calibration_pairs=4, output_dir=str(tmp_path), tensorboard=False, checkpoint_every=0)
+    config = WMRLConfig.from_flat(mode="wmrl", steps=4, tasks_per_step=3, group_size=3, warmup_steps=1,
+                                  calibration_min_pairs_global=4, output_dir=str(tmp_path), tensorboard=False,
+                                  checkpoint_every=0)
     history = WMRLTrainer(config, policy, FakeAdapter()).train(progress=False)
     assert not torch.equal(before, policy.head.weight)
     assert history[-1]["cost/simulation_count"] > 0 and "fusion/w_anchor" in history[-1]
@@ -200,14 +207,14 @@ def test_vla_policies_by_name_and_from_files(tmp_path):
 
 
 def test_trainer_config_matches_policies_to_envs():
-    WMRLConfig(env_id="wmrl/LIBERO-Long-v0", policy="vla")
+    WMRLConfig.from_flat(env_id="wmrl/LIBERO-Long-v0", policy="vla")
     assert task_index("3") == 3  # task ids from a command line
     with pytest.raises(ConfigError, match="cannot act in"):
-        WMRLConfig(env_id="wmrl/MLEDojo-v0", policy="vla")
+        WMRLConfig.from_flat(env_id="wmrl/MLEDojo-v0", policy="vla")
     with pytest.raises(ConfigError, match="unknown env_id"):
-        WMRLConfig(env_id="wmrl/Atari-v0")
+        WMRLConfig.from_flat(env_id="wmrl/Atari-v0")
     with pytest.raises(ConfigError, match="policy-path"):
-        WMRLConfig(policy="lm")
+        WMRLConfig.from_flat(policy="lm")
 
 
 def test_libero_comparison_table():

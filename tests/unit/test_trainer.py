@@ -16,6 +16,7 @@ from trainers.adapters import GroupOutcome
 from trainers.wmrl import WMRLTrainer
 from trainers.wmrl_config import WMRLConfig
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.scoring import ScoredGroup, ScoreResult
 
 STEPS, DIMS, BINS = 6, 3, 4  # a 6-step episode of 3 action tokens with 4 bins each
 
@@ -50,13 +51,13 @@ class SyntheticAdapter:
         self.noise = noise
         self.rng = np.random.default_rng(seed)
 
-    def collect(self, policy, task_ids, group_ids, streams, group_size, generator, ledger):
+    def collect(self, policy, task_ids, group_ids, group_size, generator, ledger, core):
         with ledger.measure("generation", count=len(task_ids) * group_size), torch.no_grad():
             rollouts = policy.generate(task_ids, group_size, group_ids, generator)
         outcomes = []
-        for task, gid, stream in zip(task_ids, group_ids, streams):
+        for task, gid, stream in zip(task_ids, group_ids, core.streams(group_ids)):
             rs = [r for r in rollouts if r.group_id == gid]
-            real = np.array([(r.tokens == 2).float().mean().item() for r in rs])
+            real = self.success(rs)
             seeded = np.random.default_rng([gid, 7])  # deterministic per group, so resume is exact
             wm = np.clip(0.2 + 0.5 * real**2 + seeded.normal(0, self.noise, len(rs)), 0, 1)
             executed = stream in ("real", "anchor")
@@ -64,20 +65,25 @@ class SyntheticAdapter:
                 ledger.add("simulation", cpu_s=0.01 * len(rs), wall_s=0.01 * len(rs), count=len(rs))
             if stream != "real":
                 ledger.add("world_model", cpu_s=0.0001 * len(rs), wall_s=0.0001 * len(rs), count=len(rs))
-            outcomes.append(GroupOutcome(task, gid, stream, rs,
-                                         real=real if executed else np.full(len(rs), np.nan),
-                                         wm_raw=wm if stream != "real" else np.full(len(rs), np.nan),
-                                         valid=np.ones(len(rs), bool)))
+            samples = [ScoreResult(task, stream, valid=True if executed else None,
+                                   real_score=float(r) if executed else None,
+                                   wm_score_raw=float(w) if stream != "real" else None)
+                       for r, w in zip(real, wm)]
+            outcomes.append(GroupOutcome(rs, ScoredGroup(task, gid, stream, samples)))
+        core.fuse([o.scored for o in outcomes])
         return outcomes
+
+    def success(self, rollouts):
+        return np.array([(r.tokens == 2).float().mean().item() for r in rollouts])
 
     def close(self):
         pass
 
 
 def make_trainer(tmp_path, mode="wmrl", **overrides):
-    cfg = WMRLConfig(mode=mode, steps=overrides.pop("steps", 12), tasks_per_step=6, group_size=4,
-                     learning_rate=0.3, warmup_steps=2, min_calibration_pairs=12, output_dir=str(tmp_path / mode),
-                     tensorboard=False, checkpoint_every=0, **overrides)
+    cfg = WMRLConfig.from_flat(mode=mode, steps=overrides.pop("steps", 12), tasks_per_step=6, group_size=4,
+                               learning_rate=0.3, warmup_steps=2, calibration_min_pairs_global=12,
+                               output_dir=str(tmp_path / mode), tensorboard=False, checkpoint_every=0, **overrides)
     torch.manual_seed(0)
     adapter = SyntheticAdapter()
     return WMRLTrainer(cfg, StepPolicy(), adapter)
@@ -145,10 +151,21 @@ def test_bad_configs_raise_typed_errors():
     with pytest.raises(ConfigError):
         WMRLConfig(mode="magic")
     with pytest.raises(ConfigError):
-        WMRLConfig(group_size=1)
+        WMRLConfig.from_flat(group_size=1)
     with pytest.raises(ConfigError):
-        WMRLConfig(warmup_steps=0)  # wmrl must measure c or be given one
-    assert WMRLConfig(warmup_steps=0, fusion_c=2.0).fusion_c == 2.0
+        WMRLConfig.from_flat(warmup_steps=0)  # wmrl must measure c or be given one
+    assert WMRLConfig.from_flat(warmup_steps=0, fusion_c=2.0).fusion.c == 2.0
+    with pytest.raises(ConfigError, match="unknown"):
+        WMRLConfig.from_flat(anchor_fractoin=0.2)
+
+
+def test_config_groups_round_trip_and_reach_the_calibrator(tmp_path):
+    cfg = WMRLConfig.from_flat(anchor_fraction=0.2, fusion_w_max=2.0, calibration_min_pairs_global=7, seed=3)
+    assert cfg.schedule.anchor_fraction == 0.2 and cfg.fusion.w_max == 2.0
+    assert WMRLConfig.from_dict(cfg.to_dict()) == cfg
+    trainer = WMRLTrainer(cfg, StepPolicy(), SyntheticAdapter())
+    assert trainer.calibrator.config.min_pairs_global == 7 and trainer.calibrator.config.seed == 3
+    assert trainer.core.fusion.w_max == 2.0
 
 
 class SparseSuccessAdapter(SyntheticAdapter):
@@ -159,17 +176,18 @@ class SparseSuccessAdapter(SyntheticAdapter):
         self.silent_steps, self.calls = silent_steps, 0
 
     def collect(self, *args, **kwargs):
-        outcomes = super().collect(*args, **kwargs)
         self.calls += 1
-        for o in outcomes:
-            if np.isfinite(o.real).all():
-                o.real = np.zeros_like(o.real) if self.calls <= self.silent_steps else (o.real > 0.25).astype(float)
-        return outcomes
+        return super().collect(*args, **kwargs)
+
+    def success(self, rollouts):
+        share = super().success(rollouts)
+        return np.zeros_like(share) if self.calls <= self.silent_steps else (share > 0.25).astype(float)
 
 
 def test_warmup_waits_for_anchors_with_signal_instead_of_crashing(tmp_path):
-    cfg = WMRLConfig(mode="wmrl", steps=6, tasks_per_step=6, group_size=4, warmup_steps=1, min_calibration_pairs=4,
-                     output_dir=str(tmp_path), tensorboard=False, checkpoint_every=0)
+    cfg = WMRLConfig.from_flat(mode="wmrl", steps=6, tasks_per_step=6, group_size=4, warmup_steps=1,
+                               calibration_min_pairs_global=4, output_dir=str(tmp_path), tensorboard=False,
+                               checkpoint_every=0)
     torch.manual_seed(0)
     trainer = WMRLTrainer(cfg, StepPolicy(), SparseSuccessAdapter(silent_steps=2))
     history = trainer.train(progress=False)

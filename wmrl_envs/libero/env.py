@@ -26,14 +26,17 @@ An episode is one task from one of its 50 init states::
     the states of its first ``wm_horizon`` steps, mapped through the shared calibrator.
     Stopping at ``wm_horizon`` is the point: the model predicts the outcome of the rest of
     the rollout, so those simulator steps are never paid for.
-  - ``"fused"``: the group id (``options["group_id"]``) picks the stream with
-    :func:`wmrl_envs.world_rewards.is_anchor_group`. Anchor groups run to the end and get the
-    real success *and* the model's prediction at ``wm_horizon``; that pair feeds the shared
-    calibrator. Other groups are world-model episodes.
+  - ``"fused"``: the group id (``options["group_id"]``) picks the stream through the scoring
+    core's anchor schedule (a hash of the group id by default; a trainer's step schedule when
+    one is injected). Anchor groups run to the end and get the real success *and* the model's
+    prediction at ``wm_horizon``; that pair feeds the calibrator. Other groups are
+    world-model episodes.
 
-  ``options["stream"]`` ("real", "world_model" or "anchor") overrides the stream for one
-  episode; a trainer whose schedule picks the streams uses it.
-* **Info** (DESIGN §6): ``task_id`` (the libero_10 task name), ``task_index``,
+  Every mode scores a finished episode through one :class:`~wmrl_envs.scoring.ScoringCore`,
+  the one the trainer uses (``core=``), so calibration and the anchor weight follow a single
+  rule. ``options["stream"]`` ("real", "world_model" or "anchor") overrides the stream of one
+  episode, for tools.
+* **Info**: ``task_id`` (the libero_10 task name), ``task_index``,
   ``init_state``, ``group_id``, ``stream``, ``score``, ``raw_score``, ``real_score``,
   ``wm_score_raw``, ``wm_score_calibrated``, ``valid``, ``error``, ``infra_failure``,
   ``fusion_weight`` and ``cost``. Scores and cost are None until the episode ends (so that
@@ -65,10 +68,20 @@ from wmrl_envs.libero.tasks import (
     task_index,
 )
 from wmrl_envs.libero.trajectory import Trajectory
+from wmrl_envs.scoring import (
+    AnchorSchedule,
+    ConstantSchedule,
+    FusionConfig,
+    HashSchedule,
+    ScoredGroup,
+    ScoreResult,
+    ScoringCore,
+    shared_calibrator,
+)
+from wmrl_envs.scoring.schedule import check_stream
 
 REWARD_MODES = ("real", "world_model", "fused")
 OBS_MODES = ("state", "pixels", "both")
-STREAMS = ("real", "world_model", "anchor")
 CALIBRATOR_KEY = "libero/success_model"
 
 
@@ -89,6 +102,7 @@ class LiberoEnvConfig:
         anchor_fraction: Expected share of anchor groups under ``reward="fused"``.
         anchor_seed: Seeds the anchor choice, with the group id.
         w_max: Upper clip of the anchor fusion weight reported in ``fusion_weight``.
+        c: The anchor weight's constant (default ``1/eta2`` at the first residual).
         reward_model: Path of a success-model artefact (default: the shipped one).
     """
 
@@ -103,6 +117,7 @@ class LiberoEnvConfig:
     anchor_fraction: float = 0.1
     anchor_seed: int = 0
     w_max: float = 4.0
+    c: float | None = None
     reward_model: str | None = None
 
     def __post_init__(self) -> None:
@@ -123,8 +138,7 @@ class LiberoEnvConfig:
             raise ConfigError(f"camera_size must be >= 16, got {self.camera_size}")
         if not 0.0 < self.anchor_fraction <= 1.0:
             raise ConfigError(f"anchor_fraction must be in (0, 1], got {self.anchor_fraction}")
-        if self.w_max < 1.0:
-            raise ConfigError(f"w_max must be >= 1, got {self.w_max}")
+        FusionConfig(w_max=self.w_max, c=self.c)  # validates both
 
     @property
     def needs_cameras(self) -> bool:
@@ -132,19 +146,29 @@ class LiberoEnvConfig:
 
 
 class LiberoLongEnv(gym.Env):
-    """LIBERO-Long with real, world-model or fused success rewards (keywords: :class:`LiberoEnvConfig`)."""
+    """LIBERO-Long with real, world-model or fused success rewards.
+
+    Keywords: those of :class:`LiberoEnvConfig`, plus ``schedule`` (an anchor schedule for
+    ``reward="fused"``), ``calibrator`` (default: the process-wide one of the reward model) and
+    ``core`` (a ready :class:`~wmrl_envs.scoring.ScoringCore`, e.g. a trainer's; it replaces
+    both, and its reward must match ``reward``).
+    """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, schedule: AnchorSchedule | None = None, calibrator: Any = None,
+                 core: ScoringCore | None = None, **kwargs: Any) -> None:
         self.config = LiberoEnvConfig(**kwargs)
+        if core is not None and core.reward != self.config.reward:
+            raise ConfigError(f"the given core serves reward={core.reward!r}, not {self.config.reward!r}")
+        if schedule is not None and self.config.reward != "fused":
+            raise ConfigError(f"an anchor schedule needs reward='fused', not {self.config.reward!r}")
+        self._schedule, self._given_calibrator, self._core = schedule, calibrator, core
         self.render_mode = self.config.render_mode
         self.observation_space: spaces.Dict = self._observation_space()
         self.action_space = spaces.Box(-1.0, 1.0, shape=(7,), dtype=np.float32)
         self._sim: LiberoSim | None = None
         self._reward_model: Any = None
-        self._calibrator: Any = None
-        self._c: float | None = None  # fusion constant, fixed at the first eta2 measurement
         self._episode: _Episode | None = None
 
     def _observation_space(self) -> spaces.Dict:
@@ -175,9 +199,7 @@ class LiberoLongEnv(gym.Env):
         group_id = options.get("group_id")
         if group_id is None:  # every episode belongs to a group, so fused rewards still mix streams
             group_id = int(self.np_random.integers(2**62))
-        stream = options.get("stream") or self._stream_for(group_id)
-        if stream not in STREAMS:
-            raise ConfigError(f"stream must be one of {STREAMS}, got {stream!r}")
+        stream = check_stream(options.get("stream") or self.core.streams([group_id])[0])
 
         episode = _Episode(task, init_state, group_id, stream)
         with episode.charge():
@@ -210,6 +232,8 @@ class LiberoLongEnv(gym.Env):
             episode.t >= cfg.max_steps or (episode.stream == "world_model" and episode.t >= cfg.wm_horizon))
         if episode.stream == "anchor" and episode.wm_raw is None and (terminated or episode.t >= cfg.wm_horizon):
             self._predict(episode)  # the same prefix a world-model episode is scored on
+        if episode.stream == "world_model" and (terminated or truncated):
+            self._predict(episode)
         reward = 0.0
         if terminated or truncated:
             episode.done = True
@@ -227,17 +251,34 @@ class LiberoLongEnv(gym.Env):
     def __getstate__(self) -> dict[str, Any]:
         # The simulator and the reward model do not travel: the copy rebuilds them on reset().
         state = self.__dict__.copy()
-        state.update(_sim=None, _reward_model=None, _calibrator=None, _episode=None)
+        state.update(_sim=None, _reward_model=None, _episode=None)
         return state
 
     # ------------------------------------------------------------------ rewards
-    def _stream_for(self, group_id: Any) -> str:
-        cfg = self.config
-        if cfg.reward != "fused":
-            return cfg.reward
-        from wmrl_envs.world_rewards import is_anchor_group
+    @property
+    def core(self) -> ScoringCore:
+        """The scoring core every episode of this env is scored through (built on first use)."""
+        if self._core is None:
+            cfg = self.config
+            schedule = (self._schedule or HashSchedule(cfg.anchor_fraction, cfg.anchor_seed)
+                        if cfg.reward == "fused" else ConstantSchedule(cfg.reward))
+            calibrator = self._given_calibrator
+            if calibrator is None:
+                calibrator = shared_calibrator(f"{CALIBRATOR_KEY}/{self.reward_model.name}")
+            self._core = ScoringCore(schedule, calibrator, FusionConfig(w_max=cfg.w_max, c=cfg.c))
+        return self._core
 
-        return "anchor" if is_anchor_group(group_id, cfg.anchor_fraction, cfg.anchor_seed) else "world_model"
+    @core.setter
+    def core(self, core: ScoringCore) -> None:
+        """Score later episodes through ``core`` (a trainer's, say); its reward must match the env's."""
+        if core.reward != self.config.reward:
+            raise ConfigError(f"the given core serves reward={core.reward!r}, not {self.config.reward!r}")
+        self._core = core
+
+    @property
+    def calibrator(self):
+        """The calibrator of this env's scoring core."""
+        return self.core.calibrator
 
     @property
     def reward_model(self):
@@ -248,49 +289,24 @@ class LiberoLongEnv(gym.Env):
             self._reward_model = load_reward_model(self.config.reward_model)
         return self._reward_model
 
-    @property
-    def calibrator(self):
-        """The process-wide calibrator every LIBERO env with this reward model shares."""
-        if self._calibrator is None:
-            from wmrl_envs.world_rewards import shared_calibrator
-
-            self._calibrator = shared_calibrator(f"{CALIBRATOR_KEY}/{self.reward_model.name}")
-        return self._calibrator
-
-    def _predict(self, episode: _Episode) -> tuple[float, float]:
-        """Score the episode so far with the reward model; return (raw, calibrated)."""
+    def _predict(self, episode: _Episode) -> None:
+        """Score the episode so far with the reward model (the raw world-model score)."""
         start = time.perf_counter()
-        raw = float(self.reward_model.predict([episode.trajectory()])[0])
-        calibrated = float(self.calibrator.calibrate([raw], TASK_NAMES[episode.task])[0])
-        episode.wm_raw, episode.wm_calibrated = raw, calibrated
+        episode.wm_raw = float(self.reward_model.predict([episode.trajectory()])[0])
         episode.cost["world_model_s"] += time.perf_counter() - start
-        return raw, calibrated
 
     def _finish(self, episode: _Episode, success: bool) -> float:
-        """Score the finished episode on its stream; return the reward."""
-        if episode.stream == "world_model":
-            episode.score = self._predict(episode)[1]
-            return episode.score
-        real = float(success)
-        episode.real = episode.score = real
-        if episode.stream == "anchor":
-            assert episode.wm_raw is not None  # scored at wm_horizon <= max_steps, or on success
-            self.calibrator.add_pairs([episode.wm_raw], [real], TASK_NAMES[episode.task])
-            episode.fusion_weight = self._anchor_weight()
-        return real
-
-    def _anchor_weight(self) -> float:
-        """Inverse-variance anchor weight ``clip(1 + c * eta2, 1, w_max)``, with ``c = 1 / eta2``
-        at the first measurement (the rule of :class:`wmrl_envs.world_rewards.FusedReward`)."""
-        calibrator = self.calibrator
-        if calibrator.n_pairs < calibrator.config.min_pairs_global:
-            return 1.0
-        eta2 = calibrator.eta2
-        if self._c is None:
-            if not eta2 > 0:
-                return 1.0
-            self._c = 1.0 / eta2
-        return float(min(max(1.0 + self._c * eta2, 1.0), self.config.w_max))
+        """Score the finished episode through the core; return the reward."""
+        executed = episode.stream != "world_model"
+        if executed:
+            episode.real = float(success)
+        sample = ScoreResult(task_id=TASK_NAMES[episode.task], stream=episode.stream, valid=True if executed else None,
+                             real_score=episode.real, raw_score=episode.real, wm_score_raw=episode.wm_raw,
+                             cost=dict(episode.cost))
+        self.core.fuse([ScoredGroup(sample.task_id, episode.group_id, episode.stream, [sample])])
+        episode.score, episode.wm_calibrated, episode.fusion_weight = (
+            sample.score, sample.wm_score_calibrated, sample.fusion_weight)
+        return float(sample.score)
 
     # ------------------------------------------------------------------ observations
     def _observation(self, episode: _Episode, sim: LiberoSim) -> dict[str, Any]:
@@ -310,7 +326,7 @@ class LiberoLongEnv(gym.Env):
             "group_id": e.group_id, "stream": e.stream, "step": e.t,
             "score": e.score, "raw_score": e.real, "real_score": e.real,
             "wm_score_raw": e.wm_raw, "wm_score_calibrated": e.wm_calibrated,
-            "valid": True, "error": None, "infra_failure": False,
+            "valid": None if e.stream == "world_model" else True, "error": None, "infra_failure": False,
             "fusion_weight": e.fusion_weight, "cost": dict(e.cost) if e.done else None,
         }
 

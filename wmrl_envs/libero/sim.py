@@ -7,7 +7,7 @@ check; this class adds three things:
 * **Fast deterministic resets.** ``hard_reset=False`` reuses the compiled model (0.2-1.3 s
   instead of 2-20 s), but two pieces of state then survive from the previous episode: the
   gripper's remembered command and MuJoCo's constraint-solver warm start. Clearing both
-  makes a reset bit-identical to a fresh build (NOTES.md). A third source of variation is
+  makes a reset bit-identical to a fresh build. A third source of variation is
   LIBERO's own: every reset re-samples the *fixtures'* placement (stove, cabinet,
   microwave: about +-1 cm) from NumPy's global RNG, and the init states do not hold
   fixture poses. We draw that sample from a seed fixed by (task, init state), so init state

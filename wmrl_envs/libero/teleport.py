@@ -1,7 +1,7 @@
 """Goal "teleports": put a scene into a state that satisfies its BDDL goal, without a robot.
 
 There are no LIBERO demonstrations offline, so positive examples of success come from
-editing the simulator state directly (NOTES.md):
+editing the simulator state directly:
 
 1. Read the goal predicates from the task's BDDL file (``In``, ``On``, ``Close``, ``TurnOn``).
 2. Sweep the joint of each articulated predicate's drawer, door or knob over its range,

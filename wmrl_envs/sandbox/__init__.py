@@ -46,7 +46,7 @@ _LAZY = {
     "ensure_runtime": "wmrl_envs.sandbox.runtime",
 }
 
-EXECUTOR_NAMES = ("bwrap", "unsafe-subprocess", "docker", "ray")
+EXECUTOR_NAMES = ("bwrap", "unsafe-subprocess")
 
 
 def make_executor(name: str = "bwrap", **kwargs: Any) -> Executor:
@@ -64,11 +64,6 @@ def make_executor(name: str = "bwrap", **kwargs: Any) -> Executor:
         from wmrl_envs.sandbox.unsafe import UnsafeSubprocessExecutor
 
         return UnsafeSubprocessExecutor(**kwargs)
-    if name in ("docker", "ray"):
-        raise SandboxUnavailableError(
-            f"the {name!r} executor is not implemented yet; use make_executor('bwrap') "
-            "(bubblewrap, the default and the most contained backend)"
-        )
     raise SandboxUnavailableError(f"unknown executor {name!r}; choose one of {EXECUTOR_NAMES}")
 
 

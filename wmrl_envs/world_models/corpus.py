@@ -9,7 +9,7 @@ rendered script (:data:`BROKEN_MUTATIONS`). Failing scripts must be in the corpu
 world model never learns that a script that crashes, writes nothing or writes the wrong
 columns scores 0.
 
-``wmrl_envs`` never imports ``agents`` (DESIGN §2), so the renderer of the grammar is passed
+``wmrl_envs`` never imports ``agents`` (docs/architecture.md §1), so the renderer of the grammar is passed
 in by the caller (``scripts/build_world_model.py``) as a :data:`Renderer`.
 """
 
@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.rewards import RealReward, ScoreResult
+from wmrl_envs.scoring import CodeScorer, ScoreResult
 from wmrl_envs.tasks.spec import Task, TaskSpec
 
 log = logging.getLogger(__name__)
@@ -282,7 +282,7 @@ def build_corpus(
     path = Path(path)
     done = {item.key for item in corpus_items(read_corpus(path))}
     todo = [item for item in plan if item.key not in done]
-    reward = RealReward(executor=executor, workers=workers)
+    reward = CodeScorer(executor=executor, workers=workers)
     start = time.perf_counter()
     written = infra = 0
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -311,13 +311,13 @@ def build_corpus(
     return BuildStats(len(plan), len(plan) - len(todo), written, infra, time.perf_counter() - start)
 
 
-def _execute(item: CorpusItem, task: Task, render: Renderer, reward: RealReward,
+def _execute(item: CorpusItem, task: Task, render: Renderer, reward: CodeScorer,
              wall_s: float | None, loop_wall_s: float) -> ScoreResult:
     cap = loop_wall_s if item.mutation == "infinite_loop" else wall_s
     if cap is not None and cap < task.limits.wall_s:
         limits = dataclasses.replace(task.limits, wall_s=float(cap))
         task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, limits=limits))
-    return reward.score_group(task, [item.script(task.spec, render)])[0]
+    return reward.execute([task], [item.script(task.spec, render)])[0]
 
 
 def _row(item: CorpusItem, result: ScoreResult) -> list[object]:

@@ -1,4 +1,4 @@
-"""The surrogate world model: predicts a script's position score from its text (DESIGN §7).
+"""The surrogate world model: predicts a script's position score from its text.
 
 Features of one ``(task, script)`` pair:
 

@@ -1,0 +1,105 @@
+"""What the code families (MLE-Dojo, DSBench) share: the trainer's adapter and the evaluations.
+
+:class:`CodeTaskAdapter` generates a step's responses in one batch and scores every group
+through the run's scoring core, whose :class:`~wmrl_envs.scoring.CodeScorer` world-model scores
+all of them in one batch and executes the anchors in one parallel fan-out: the same path as
+``gym.make(..., reward="fused")``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from functools import partial
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+import torch
+
+from agents.base import Policy
+from trainers.adapters import GroupOutcome, by_group
+from trainers.evaluate import select_tasks
+from trainers.families import FamilyProfile
+from trainers.ledger import ComputeLedger
+from wmrl_envs.scoring import CodeGroup, CodeScorer, ScoredGroup, ScoringCore, extract_code
+
+
+class CodeTaskAdapter:
+    """Code agents on a code family's tasks: generate in one batch, score through the core."""
+
+    def __init__(self, env_id: str, suite: str, split: str = "train", task_ids: Sequence[str] | None = None) -> None:
+        self.tasks = {t.id: t for t in select_tasks(env_id, suite, split, task_ids)}
+        self.task_ids = sorted(self.tasks)
+
+    def collect(self, policy: Policy, task_ids: Sequence[str], group_ids: Sequence[Hashable], group_size: int,
+                generator: torch.Generator, ledger: ComputeLedger, core: ScoringCore) -> list[GroupOutcome]:
+        tasks = [self.tasks[t] for t in task_ids]
+        with ledger.measure("generation", count=len(tasks) * group_size), torch.no_grad():
+            rollouts = policy.generate(tasks, group_size, list(group_ids), generator)
+        grouped = by_group(rollouts, group_ids)
+        groups = [CodeGroup(task, [extract_code(str(r.response)) for r in grouped[g]], g)
+                  for task, g in zip(tasks, group_ids)]
+        scored = core.score(groups)
+        charge(ledger, scored)
+        return [GroupOutcome(grouped[s.group_id], s) for s in scored]
+
+    def close(self) -> None:
+        pass
+
+
+def charge(ledger: ComputeLedger, groups: Sequence[ScoredGroup]) -> None:
+    """Charge the groups' world-model and execution seconds to the ledger."""
+    samples = [s for g in groups for s in g.samples]
+    predicted = [s for s in samples if s.wm_score_raw is not None or (s.stream != "real" and s.infra_failure)]
+    executed = [s for s in samples if s.status]
+    if predicted:
+        ledger.add("world_model", sum(s.cost.get("world_model_cpu_s", 0.0) for s in predicted),
+                   sum(s.cost.get("world_model_s", 0.0) for s in predicted), count=len(predicted))
+    if executed:
+        ledger.add("execution", sum(s.cost.get("execution_cpu_s", 0.0) for s in executed),
+                   sum(s.cost.get("execution_s", 0.0) for s in executed), count=len(executed))
+
+
+def make_scorer(config) -> CodeScorer:
+    """The code scorer of a training run (a :class:`~trainers.wmrl_config.WMRLConfig`)."""
+    family = config.family
+    return CodeScorer(family.world_model, executor=family.executor, workers=family.workers)
+
+
+def make_adapter(env_id: str, suite: str, config) -> CodeTaskAdapter:
+    return CodeTaskAdapter(env_id, suite, config.family.split, config.family.task_ids)
+
+
+def heldout(env_id: str, suite: str, config, untrained, trained, k: int, task_ids) -> tuple[str, str, list[dict]]:
+    """Held-out avg@k of the untrained and trained code policy: (title, Markdown, JSON payload)."""
+    from trainers.evaluate import EvalConfig, evaluate, markdown_table
+    from trainers.policies import policy_responder
+
+    family = config.family
+    eval_config = EvalConfig(env_id=env_id, suite=suite, split="heldout", k=k, executor=family.executor,
+                             workers=family.workers, seed=config.seed, task_ids=tuple(task_ids) if task_ids else None)
+    reports = [evaluate(policy_responder(untrained, config.seed), "untrained", eval_config),
+               evaluate(policy_responder(trained, config.seed), f"trained ({config.mode})", eval_config)]
+    return f"Held-out evaluation (real execution, avg@{k})", markdown_table(reports), [r.to_dict() for r in reports]
+
+
+def evaluate_command(env_id: str, suite: str, args: argparse.Namespace) -> int:
+    """``wmrl eval`` for a code family: avg@k by sandboxed execution against the leaderboards."""
+    from trainers.cli import machine_info
+    from trainers.evaluate import EvalConfig, evaluate, write_reports
+    from trainers.policies import responder_from_spec
+
+    config = EvalConfig(env_id=env_id, suite=suite, split=args.split, k=args.k, executor=args.executor,
+                        workers=args.workers, seed=args.seed, task_ids=tuple(args.tasks) if args.tasks else None)
+    policies = args.policy or "reference:constant,reference:linear,reference:hist_gb"
+    reports = [evaluate(responder_from_spec(p, args.seed), p, config) for p in policies.split(",")]
+    out = Path(args.out)
+    md = write_reports(reports, out, f"Held-out evaluation on {env_id} ({args.split})", machine_info())
+    print(md.read_text())
+    print(f"wrote {md} and {out / 'results.json'}")
+    return 0
+
+
+def code_profile(env_id: str, suite: str, quantity: str) -> FamilyProfile:
+    """The profile of a code family whose built-in tasks form ``suite``."""
+    return FamilyProfile(env_id=env_id, policies=("grammar", "lm"), suite=suite, quantity=quantity,
+                         make_adapter=partial(make_adapter, env_id, suite), make_scorer=make_scorer,
+                         heldout=partial(heldout, env_id, suite), evaluate=partial(evaluate_command, env_id, suite))

@@ -1,0 +1,190 @@
+"""``wmrl/LIBERO-Long-v0``: VLA policies on the ten LIBERO-Long tasks, rewarded by success.
+
+The same :class:`~trainers.wmrl.WMRLTrainer` that trains code agents trains VLA policies:
+:class:`LiberoAdapter` rolls the policy out in ``wmrl/LIBERO-Long-v0``, whose episodes are
+scored through the run's scoring core (the env holds the trainer's core, so the stream of
+an episode is the trainer's schedule's and its reward, calibration and weight are the core's).
+
+* A group is one task from one init state (drawn from ``init_states`` by the group id), so
+  its members differ only by the policy's sampling.
+* Streams: ``"real"`` and ``"anchor"`` episodes run to success or 520 steps and are scored
+  by the simulator's success check; ``"anchor"`` and ``"world_model"`` episodes are also
+  scored by the success reward model, from the states of their first ``wm_horizon`` steps;
+  a ``"world_model"`` episode stops there, and that is where simulator time is saved.
+* Anchor groups are rolled out first, then the rest task by task (the simulator is rebuilt,
+  2-14 s, only when the task changes): every world-model episode of a step is then calibrated
+  with all of the step's anchor pairs, as the code families' one-batch scoring does.
+* The ledger gets three charges per step: ``simulation`` (the env's measured physics,
+  reset and rendering time, counted in simulator steps), ``world_model`` (reward-model
+  time, counted in scored episodes) and ``generation`` (the policy's own compute: the rest).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import zlib
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.base import Rollout
+from trainers.adapters import GroupOutcome, by_group
+from trainers.families import FamilyProfile
+from trainers.ledger import ComputeLedger
+from wmrl_envs.errors import ConfigError
+from wmrl_envs.libero.tasks import (
+    ENV_ID,
+    HELDOUT_INIT_STATES,
+    N_INIT_STATES,
+    N_TASKS,
+    TASK_NAMES,
+    TRAIN_INIT_STATES,
+    task_index,
+)
+from wmrl_envs.scoring import ScoredGroup, ScoreResult, ScoringCore
+
+
+class LiberoAdapter:
+    """Roll a VLA policy out on LIBERO-Long for the WMRL trainer.
+
+    Args:
+        task_ids: Tasks to train on (indices or names; default all 10).
+        init_states: Init states groups draw from (default 0-39; 40-49 stay held out).
+        wm_horizon: Steps a world-model episode runs before the reward model scores it.
+        max_steps: Steps of a real episode (520 in the LIBERO-Long protocol).
+        obs_mode: ``"state"`` or ``"both"`` (for policies that encode images).
+        reward_model: Path of a success-model artefact (default: the shipped one).
+        seed: Seeds the init state of each group (with its group id).
+    """
+
+    def __init__(self, task_ids: Sequence[int | str] | None = None, init_states: Sequence[int] = TRAIN_INIT_STATES,
+                 wm_horizon: int = 260, max_steps: int = 520, obs_mode: str = "state",
+                 reward_model: str | None = None, seed: int = 0) -> None:
+        self.indices = [task_index(t) for t in (range(N_TASKS) if task_ids is None else task_ids)]
+        self.task_ids = [TASK_NAMES[i] for i in self.indices]
+        self.init_states = [int(k) for k in init_states]
+        if not self.init_states or not all(0 <= k < N_INIT_STATES for k in self.init_states):
+            raise ConfigError(f"init_states must be non-empty and in [0, {N_INIT_STATES})")
+        if obs_mode == "pixels":
+            raise ConfigError("the VLA reads proprio and object state: use obs_mode 'state' or 'both'")
+        self.seed = seed
+        self.env_options = {"obs_mode": obs_mode, "wm_horizon": wm_horizon, "max_steps": max_steps,
+                            "reward_model": reward_model, "task_ids": self.indices}
+        self.env: Any = None
+
+    def env_for(self, core: ScoringCore):
+        """The env whose episodes are scored through ``core`` (built on first use; rebuilt only
+        when the core serves another reward, since a rebuild restarts the simulator)."""
+        from wmrl_envs.libero.env import LiberoLongEnv
+
+        if self.env is not None and self.env.config.reward != core.reward:
+            self.env.close()
+            self.env = None
+        if self.env is None:
+            self.env = LiberoLongEnv(reward=core.reward, core=core, **self.env_options)
+        self.env.core = core
+        return self.env
+
+    def init_state_for(self, group_id: Hashable) -> int:
+        rng = np.random.default_rng([self.seed, zlib.crc32(repr(group_id).encode())])
+        return int(rng.choice(self.init_states))
+
+    def collect(self, policy, task_ids: Sequence[str], group_ids: Sequence[Hashable], group_size: int,
+                generator: torch.Generator, ledger: ComputeLedger, core: ScoringCore) -> list[GroupOutcome]:
+        from agents.vla.policy import EpisodePrompt
+
+        env = self.env_for(core)
+        streams = core.streams(group_ids)
+        order = sorted(range(len(task_ids)), key=lambda i: (streams[i] != "anchor", task_index(task_ids[i])))
+        prompts = [EpisodePrompt(env, task_index(task_ids[i]), self.init_state_for(group_ids[i])) for i in order]
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        with torch.no_grad():
+            rollouts = policy.generate(prompts, group_size, [group_ids[i] for i in order], generator)
+        self._charge(rollouts, time.process_time() - cpu0, time.perf_counter() - wall0, ledger)
+        grouped = by_group(rollouts, group_ids)
+        return [GroupOutcome(grouped[g], _scored(TASK_NAMES[task_index(t)], g, s, grouped[g]))
+                for t, g, s in zip(task_ids, group_ids, streams)]
+
+    @staticmethod
+    def _charge(rollouts: list[Rollout], cpu: float, wall: float, ledger: ComputeLedger) -> None:
+        costs = [r.response["cost"] for r in rollouts]
+        sim_cpu = sum(c["simulation_cpu_s"] for c in costs)
+        sim_wall = sum(c["simulation_s"] for c in costs)
+        wm = sum(c["world_model_s"] for c in costs)
+        scored = sum(r.response["wm_score_raw"] is not None for r in rollouts)
+        ledger.add("simulation", sim_cpu, sim_wall, count=sum(int(c["simulation_steps"]) for c in costs))
+        ledger.add("world_model", wm, wm, count=scored)  # NumPy on one thread: CPU time ~ wall time
+        ledger.add("generation", max(cpu - sim_cpu - wm, 0.0), max(wall - sim_wall - wm, 0.0), count=len(rollouts))
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+
+
+def _scored(task_id: str, group_id: Hashable, stream: str, rollouts: list[Rollout]) -> ScoredGroup:
+    """The group as the env scored it, one finished episode's info per rollout."""
+    fields = ("score", "real_score", "raw_score", "wm_score_raw", "wm_score_calibrated", "valid", "error",
+              "infra_failure", "fusion_weight", "cost")
+    return ScoredGroup(task_id, group_id, stream,
+                       [ScoreResult(task_id=task_id, stream=stream, **{k: r.response[k] for k in fields})
+                        for r in rollouts])
+
+
+def make_adapter(config) -> LiberoAdapter:
+    return LiberoAdapter(task_ids=config.family.task_ids, wm_horizon=config.family.wm_horizon, seed=config.seed)
+
+
+def check_train(config, eval_k: int) -> None:
+    if eval_k > len(HELDOUT_INIT_STATES):
+        raise ConfigError(f"LIBERO-Long holds out {len(HELDOUT_INIT_STATES)} init states: --eval-k must be <= "
+                          f"{len(HELDOUT_INIT_STATES)}")
+
+
+def heldout(config, untrained, trained, k: int, task_ids) -> tuple[str, str, list[dict]]:
+    """Greedy success of the starting and trained VLA on held-out init states 40..40+k-1."""
+    from agents.vla.policy import VLAEpisodePolicy
+    from wmrl_envs.libero.evaluate import comparison_markdown, evaluate_libero
+
+    tasks = [task_index(t) for t in (task_ids or config.family.task_ids or range(N_TASKS))]
+    inits = list(HELDOUT_INIT_STATES[:k])
+    reports = [evaluate_libero(VLAEpisodePolicy(p, greedy=True, seed=config.seed), trials=k, tasks=tasks,
+                               init_states=inits, name=name).to_dict()
+               for p, name in ((untrained, "start"), (trained, f"trained ({config.mode})"))]
+    title = f"Held-out evaluation (simulator success, init states {inits[0]}-{inits[-1]}, greedy actions)"
+    return title, comparison_markdown(reports), reports
+
+
+def evaluate_command(args: argparse.Namespace) -> int:
+    """``wmrl eval`` on LIBERO-Long: every task, trial k from init state init_start + k, sim success."""
+    from trainers.cli import machine_info
+    from trainers.policies import libero_episode_policy
+    from wmrl_envs.libero.evaluate import comparison_markdown, evaluate_libero
+
+    tasks = [task_index(t) for t in (args.tasks or range(N_TASKS))]
+    inits = list(range(args.init_start, args.init_start + args.trials))
+    reports = []
+    for spec in (args.policy or "scripted").split(","):
+        report = evaluate_libero(libero_episode_policy(spec, args.seed), trials=args.trials, tasks=tasks,
+                                 init_states=inits, obs_mode=args.obs_mode, name=spec)
+        reports.append(report.to_dict())
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps({"meta": machine_info(), "reports": reports}, indent=2))
+    steps = [r["simulation_steps"] for r in reports]
+    hours = [f"{r['wall_s'] / 3600:.2f}" for r in reports]
+    md = out / "results.md"
+    md.write_text(f"# LIBERO-Long evaluation ({args.trials} trials per task, init states {inits[0]}-{inits[-1]})\n\n"
+                  + comparison_markdown(reports, {"sim steps": steps, "wall h": hours})
+                  + "\n\nSuccess is the simulator's success check within 520 steps after 10 wait steps.\n")
+    print(md.read_text())
+    print(f"wrote {md} and {out / 'results.json'}")
+    return 0
+
+
+PROFILE = FamilyProfile(env_id=ENV_ID, policies=("vla",), suite=None, quantity="success", make_adapter=make_adapter,
+                        make_scorer=None, heldout=heldout, evaluate=evaluate_command, check_train=check_train)

@@ -1,0 +1,191 @@
+"""The scoring core: one per run, shared by every path that turns samples into rewards.
+
+``gym.make(..., reward="fused")``, the WMRL trainer and the RL-library adapters all hold a
+:class:`ScoringCore`. It owns the three things WMRL adds to GRPO:
+
+* the **anchor schedule** (:mod:`wmrl_envs.scoring.schedule`): which groups are anchors;
+* the **calibrator** (:class:`~wmrl_envs.calibration.Calibrator`): online isotonic debiasing,
+  fed by anchor pairs;
+* the **anchor weight** (:func:`~wmrl_envs.scoring.fusion.anchor_weight`) and its constant ``c``.
+
+A family's *scorer* produces raw scores (code: one world-model batch and one sandbox fan-out,
+:class:`~wmrl_envs.scoring.code.CodeScorer`; LIBERO: a simulated episode scored by the success
+model). :meth:`ScoringCore.fuse` then turns raw scores into rewards, the same way for every family:
+
+1. every anchor's world-model score is calibrated by the current map (an out-of-sample value
+   for ``info``), then the batch's anchor pairs are added to the calibrator, in order;
+2. world-model groups get calibrated scores (``debias``) or raw scores clipped to range;
+3. executed samples get their real score; an infrastructure failure gets NaN (dropped);
+4. every anchor sample gets the current weight ``w_A``, every other sample 1.
+
+Within one call, all anchor pairs enter before any world-model group is calibrated. An env
+step is a batch of one sample, so a user loop that visits a step's anchor groups before its
+world-model groups reproduces the trainer's rewards exactly (``tests/integration/test_parity.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from wmrl_envs.calibration import Calibrator
+from wmrl_envs.errors import ConfigError
+from wmrl_envs.scoring.fusion import FusionConfig, anchor_weight
+from wmrl_envs.scoring.results import ScoredGroup
+from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, check_stream
+
+
+class GroupScorer(Protocol):
+    """Produces raw scores for groups on given streams (a family's part of scoring)."""
+
+    def score(self, groups: Sequence[Any], streams: Sequence[str]) -> list[ScoredGroup]: ...
+
+    def close(self) -> None: ...
+
+
+class ScoringCore:
+    """Streams, calibration and anchor weights for one run.
+
+    Args:
+        schedule: Decides each group's stream from its id.
+        calibrator: Debiases world-model scores; the one every sample of the run shares.
+        fusion: ``w_max`` and ``c`` of the anchor weight.
+        debias: Reward world-model samples with calibrated scores (False: raw scores).
+        denoise: Give anchor samples the weight ``w_A`` (False: weight 1).
+        measure_c: ``c`` is set by a measurement (the trainer's warmup); until then the
+            weight is 1. False: without a configured ``c``, take ``1/η̂²`` at the first residual.
+        scorer: Produces raw scores for :meth:`score` (absent for families whose episodes
+            score themselves and call :meth:`fuse`).
+    """
+
+    def __init__(self, schedule: AnchorSchedule, calibrator: Calibrator, fusion: FusionConfig | None = None, *,
+                 debias: bool = True, denoise: bool = True, measure_c: bool = False,
+                 scorer: GroupScorer | None = None) -> None:
+        self.schedule = schedule
+        self.calibrator = calibrator
+        self.fusion = fusion or FusionConfig()
+        self.debias = debias
+        self.denoise = denoise
+        self.measure_c = measure_c
+        self.scorer = scorer
+        self.c: float | None = self.fusion.c
+
+    @property
+    def reward(self) -> str:
+        """The env reward this core serves: ``"real"``, ``"world_model"`` or ``"fused"``."""
+        if isinstance(self.schedule, ConstantSchedule):
+            return self.schedule.stream_name
+        return "fused"
+
+    # ------------------------------------------------------------------ streams
+    def streams(self, group_ids: Sequence[Any]) -> list[str]:
+        """The stream of each group, from the schedule."""
+        return [check_stream(self.schedule.stream(g)) for g in group_ids]
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, groups: Sequence[Any], streams: Sequence[str] | None = None) -> list[ScoredGroup]:
+        """Score groups through the scorer (one batch), then :meth:`fuse` them.
+
+        ``streams`` overrides the schedule (for tools); by default each group's id decides.
+        """
+        if self.scorer is None:
+            raise ConfigError("this scoring core has no scorer: its episodes score themselves and call fuse()")
+        streams = list(streams) if streams is not None else self.streams([g.group_id for g in groups])
+        if len(streams) != len(groups):
+            raise ConfigError(f"{len(groups)} groups but {len(streams)} streams")
+        return self.fuse(self.scorer.score(groups, [check_stream(s) for s in streams]))
+
+    def fuse(self, groups: Sequence[ScoredGroup]) -> list[ScoredGroup]:
+        """Turn raw scores into rewards and weights (the steps in the module docstring); in place."""
+        anchors = [g for g in groups if g.stream == "anchor"]
+        for g in anchors:
+            self._calibrate(g)
+        for g in anchors:
+            wm, real = g.pairs
+            if wm.size:
+                self.calibrator.add_pairs(wm, real, [g.task_id] * int(wm.size))
+        for g in groups:
+            if g.stream == "world_model":
+                self._calibrate(g)
+        weight = self.anchor_weight() if anchors else 1.0
+        for g in groups:
+            for s in g.samples:
+                if g.stream in ("real", "anchor"):
+                    s.score = np.nan if s.infra_failure or s.real_score is None else float(s.real_score)
+                elif s.infra_failure:
+                    s.score = np.nan
+                elif s.wm_score_raw is not None:
+                    s.score = float(s.wm_score_calibrated if self.debias else self._clip(s.wm_score_raw))
+                s.fusion_weight = weight if g.stream == "anchor" else 1.0
+        return list(groups)
+
+    def _calibrate(self, group: ScoredGroup) -> None:
+        wm = group.wm_raw
+        ok = np.isfinite(wm)
+        if not ok.any():
+            return
+        calibrated = self.calibrator.calibrate(wm[ok], [group.task_id] * int(ok.sum()))
+        for s, value in zip([s for s, keep in zip(group.samples, ok) if keep], calibrated):
+            s.wm_score_calibrated = float(value)
+
+    def _clip(self, value: float) -> float:
+        lo, hi = self.calibrator.config.score_range
+        return min(max(float(value), lo), hi)
+
+    # ------------------------------------------------------------------ the anchor weight
+    def anchor_weight(self) -> float:
+        """The current inverse-variance weight of an anchor sample, ``clip(1 + c·η̂², 1, w_max)``.
+
+        1 without denoising, before the calibrator has ``min_pairs_global`` pairs, and while
+        ``c`` is unknown (awaiting the warmup measurement, or a residual of exactly 0).
+        """
+        if not self.denoise:
+            return 1.0
+        calibrator = self.calibrator
+        if calibrator.n_pairs < calibrator.config.min_pairs_global:
+            return 1.0
+        eta2 = calibrator.eta2
+        if not np.isfinite(eta2):
+            return 1.0
+        if self.c is None:
+            if self.measure_c or eta2 <= 0:
+                return 1.0
+            self.c = 1.0 / eta2  # the paper's default, fixed at the first measurement
+        return anchor_weight(eta2, self.c, self.fusion.w_max)
+
+    def metrics(self) -> dict[str, float]:
+        """``calibration/*`` and ``fusion/*`` scalars to log."""
+        out = dict(self.calibrator.metrics())
+        out["fusion/w_anchor"] = self.anchor_weight()
+        out["fusion/c"] = float("nan") if self.c is None else float(self.c)
+        return out
+
+    # ------------------------------------------------------------------ state
+    def __getstate__(self) -> dict[str, Any]:
+        # A shared calibrator does not travel: the other process takes its own of the same key.
+        state = self.__dict__.copy()
+        key = self.calibrator.shared_key
+        if key is not None:
+            state["calibrator"] = key
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if isinstance(state["calibrator"], str):
+            from wmrl_envs.scoring.calibrators import shared_calibrator
+
+            state["calibrator"] = shared_calibrator(state["calibrator"])
+        self.__dict__.update(state)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The run's scoring state: the calibrator's pairs and ``c`` (the schedule is configuration)."""
+        return {"calibrator": self.calibrator.state_dict(), "c": self.c}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.calibrator.load_state_dict(state["calibrator"])
+        self.c = state["c"]
+
+    def close(self) -> None:
+        if self.scorer is not None:
+            self.scorer.close()

@@ -1,0 +1,141 @@
+"""What scoring produces: one :class:`ScoreResult` per sample, one :class:`ScoredGroup` per group.
+
+A sample ends in one of three outcomes that must never be confused:
+
+* scored: a valid executed submission, or a world-model estimate;
+* an invalid submission or a crashing script: a legitimate real score of 0 (``valid=False``);
+* an infrastructure failure (the sandbox could not start, the world model gave no number):
+  **not a score** (``infra_failure=True``). Its reward is NaN; trainers drop it and it never
+  reaches the calibrator.
+
+Every message a result carries is bounded (:func:`bounded`), because it reaches observations,
+``info`` dicts and logs: agent code controls how long its own error output is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+STREAMS = ("real", "world_model", "anchor")
+#: Longest error message a result keeps (characters); the middle of a longer one is cut.
+MAX_MESSAGE_CHARS = 1_000
+#: Longest stdout/stderr tail a result keeps (characters).
+MAX_OUTPUT_CHARS = 4_000
+
+
+def bounded(text: str | None, limit: int = MAX_MESSAGE_CHARS) -> str | None:
+    """``text`` cut to at most ``limit`` characters, keeping its head and tail and saying how much
+    was left out (a message's start names the problem, its end often the decisive detail)."""
+    if text is None or len(text) <= limit:
+        return text
+    marker = f" [... {len(text) - limit:,} characters left out ...] "
+    keep = max(limit - len(marker), 0)
+    head = keep * 2 // 3
+    return text[:head] + marker + text[len(text) - (keep - head):]
+
+
+def tail(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """The last ``limit`` characters of program output, marked when cut."""
+    if len(text) <= limit:
+        return text
+    return f"[... {len(text) - limit:,} earlier characters left out ...]\n" + text[-limit:]
+
+
+@dataclass
+class ScoreResult:
+    """How one sample was scored. ``score`` is the reward quantity (position score, RPG or
+    success), NaN for an infrastructure failure.
+
+    Attributes:
+        task_id: The task.
+        stream: ``"real"`` (executed), ``"world_model"`` (predicted) or ``"anchor"`` (both).
+        score: The sample's reward on its stream.
+        raw_score: The metric value of an executed submission.
+        real_score: The reward quantity of an executed submission (0 when invalid).
+        wm_score_raw: The world model's prediction.
+        wm_score_calibrated: The prediction through the calibrator (for an anchor: the map
+            fitted before its own pairs were added, an out-of-sample value).
+        valid: Whether the executed submission was valid; ``None`` when nothing ran.
+        error: Why the sample did not score, or the world model's warning (bounded).
+        infra_failure: The sample has no score (see the module docstring).
+        fusion_weight: The inverse-variance weight of the sample (``w_A`` for an anchor, 1
+            otherwise) at the time it was scored.
+        stdout, stderr: Tails of the run's output.
+        status: The executor's status of the run (``ok``, ``error``, ``timeout``, ...).
+        leaderboard: The grading report (position, medal, above median, rpg).
+        cost: Seconds spent: ``execution_s``, ``execution_cpu_s``, ``world_model_s`` and,
+            for simulated episodes, ``simulation_s``, ``simulation_cpu_s``, ``simulation_steps``.
+    """
+
+    task_id: str
+    stream: str
+    score: float = math.nan
+    raw_score: float | None = None
+    real_score: float | None = None
+    wm_score_raw: float | None = None
+    wm_score_calibrated: float | None = None
+    valid: bool | None = None
+    error: str | None = None
+    infra_failure: bool = False
+    fusion_weight: float = 1.0
+    stdout: str = ""
+    stderr: str = ""
+    status: str = ""
+    leaderboard: dict[str, Any] = field(default_factory=dict)
+    cost: dict[str, float] = field(default_factory=lambda: {"execution_s": 0.0, "world_model_s": 0.0})
+
+    def __post_init__(self) -> None:
+        self.error = bounded(self.error)
+        self.stdout, self.stderr = tail(self.stdout), tail(self.stderr)
+
+
+def _values(samples: list[ScoreResult], name: str) -> np.ndarray:
+    return np.array([math.nan if getattr(s, name) is None else float(getattr(s, name)) for s in samples])
+
+
+@dataclass
+class ScoredGroup:
+    """One GRPO group, scored on one stream. The arrays are per sample, NaN where missing."""
+
+    task_id: str
+    group_id: Hashable
+    stream: str
+    samples: list[ScoreResult]
+
+    @property
+    def real(self) -> np.ndarray:
+        """Real scores; NaN when not executed or on an infrastructure failure."""
+        real = _values(self.samples, "real_score")
+        real[[s.infra_failure for s in self.samples]] = math.nan
+        return real
+
+    @property
+    def wm_raw(self) -> np.ndarray:
+        """Raw world-model scores; NaN when not world-model scored."""
+        return _values(self.samples, "wm_score_raw")
+
+    @property
+    def rewards(self) -> np.ndarray:
+        """Training rewards; NaN for a sample without a score (dropped from training)."""
+        rewards = _values(self.samples, "score")
+        rewards[[s.infra_failure for s in self.samples]] = math.nan
+        return rewards
+
+    @property
+    def valid(self) -> np.ndarray:
+        """Executed and valid (False for a world-model-only sample, whose validity is unknown)."""
+        return np.array([s.valid is True for s in self.samples])
+
+    @property
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """The (world-model, real) pairs this group gives the calibrator: anchors only, both scores finite."""
+        if self.stream != "anchor":
+            return np.empty(0), np.empty(0)
+        wm, real = self.wm_raw, self.real
+        keep = np.isfinite(wm) & np.isfinite(real)
+        return wm[keep], real[keep]
