@@ -6,6 +6,10 @@ sandbox and append the outcomes to the corpus CSV; rerunning resumes where it st
     python scripts/build_world_model.py --corpus assets/world_models/corpus.csv --split train --per-task 14
     python scripts/build_world_model.py --corpus assets/world_models/corpus.csv --split heldout --per-task 15
 
+After a change to the renderer that alters what some tasks' scripts do, re-execute those tasks::
+
+    python scripts/build_world_model.py --split train --per-task 13 --tasks gss-income movie-ratings --replace
+
 Fit the surrogate on the corpus's train-split rows and write ``assets/world_models/surrogate.{joblib,json}``::
 
     python scripts/build_world_model.py --corpus assets/world_models/corpus.csv --train
@@ -64,6 +68,9 @@ def build(args: argparse.Namespace) -> None:
         tasks, SLOTS, [c.to_dict() for c in REFERENCE_SOLUTIONS.values()], per_task=args.per_task,
         broken_fraction=args.broken_fraction, slot_weights=SLOT_WEIGHTS, seed=args.seed)
     log.info("%d tasks, %d planned executions (%s split)", len(tasks), len(plan), args.split)
+    if args.replace:
+        dropped = corpus_lib.drop_tasks(args.corpus, [t.id for t in tasks])
+        log.info("dropped %d existing rows of these tasks; they run again", dropped)
     stats = corpus_lib.build_corpus(plan, {t.id: t for t in tasks}, render, args.corpus, workers=args.workers,
                                     wall_s=args.wall_s, loop_wall_s=args.loop_wall_s)
     log.info("%s", stats)
@@ -147,6 +154,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--split", choices=("train", "heldout"), default="train", help="split to execute")
     parser.add_argument("--tasks", nargs="*", help="only these task ids")
     parser.add_argument("--per-task", type=int, default=14, help="executions per task")
+    parser.add_argument("--replace", action="store_true",
+                        help="re-execute the planned tasks: drop their existing rows first (needs --tasks)")
     parser.add_argument("--broken-fraction", type=float, default=0.15, help="share of mutated (broken) scripts")
     parser.add_argument("--workers", type=int, default=2, help="sandbox runs at once")
     parser.add_argument("--wall-s", type=float, default=60.0, help="cap on each run's wall-clock limit")
@@ -158,6 +167,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", help='SurrogateConfig overrides as JSON, e.g. \'{"n_members": 4}\'')
     parser.add_argument("--output", type=Path, default=default_path(), help="artefact path (.joblib)")
     args = parser.parse_args(argv)
+    if args.replace and not args.tasks:
+        parser.error("--replace re-executes named tasks only: give --tasks")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.cv:
         cross_validate(args)

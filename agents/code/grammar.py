@@ -223,7 +223,10 @@ def render_script(spec: TaskSpec, choices: SolutionChoices, seed: int = 0) -> st
 
         numeric_cols, categorical_cols, text_cols = column_roles(X)
         for frame in (X, X_test):
-            frame[categorical_cols + text_cols] = frame[categorical_cols + text_cols].astype(str)
+            # A missing category is a category of its own, and missing text is empty: pandas 3
+            # keeps NaN through astype(str), and most models reject the NaN an encoder passes on.
+            frame[categorical_cols] = frame[categorical_cols].fillna("__missing__").astype(str)
+            frame[text_cols] = frame[text_cols].fillna("").astype(str)
         '''
 
     scaler = ", StandardScaler()" if choices.scale == "standard" else ""

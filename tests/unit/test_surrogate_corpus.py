@@ -74,6 +74,12 @@ def test_build_executes_records_and_resumes(task, tmp_path):
     assert frame.loc["syntax_error", "valid"] == 0 and frame.loc["syntax_error", "real_score"] == 0.0
     again = corpus_lib.build_corpus(plan, {task.id: task}, render, path, progress=False)
     assert (again.written, again.skipped) == (0, 2) and len(corpus_lib.read_corpus(path)) == 2
+    # Dropping a task's rows makes the next build execute them again; other tasks' rows stay as written.
+    other = path.read_text().splitlines()[1].replace(task.id, "another-task", 1)
+    path.write_text(path.read_text() + other + "\n")
+    assert corpus_lib.drop_tasks(path, [task.id]) == 2
+    assert path.read_text().splitlines()[1:] == [other]
+    assert corpus_lib.build_corpus(plan, {task.id: task}, render, path, progress=False).written == 2
 
 
 def test_read_corpus_of_a_missing_file_is_empty(tmp_path):

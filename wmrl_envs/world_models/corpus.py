@@ -236,6 +236,20 @@ def corpus_items(frame: pd.DataFrame) -> list[CorpusItem]:
     return [CorpusItem(r.task_id, r.split, r.choices, int(r.seed), r.mutation) for r in frame.itertuples()]
 
 
+def drop_tasks(path: str | Path, task_ids: Iterable[str]) -> int:
+    """Remove every row of ``task_ids`` from the corpus CSV (so a build re-executes them); returns
+    how many rows went. Other rows keep their exact text."""
+    path, drop = Path(path), set(task_ids)
+    if not path.exists():
+        return 0
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.reader(fh))
+    kept = [rows[0]] + [r for r in rows[1:] if r[0] not in drop]
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows(kept)
+    return len(rows) - len(kept)
+
+
 def corpus_sha256(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
