@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading import mean_rpg
 from wmrl_envs.scoring import CodeScorer, extract_code
+from wmrl_envs.tasks import SPLIT_CHOICES
 from wmrl_envs.tasks.spec import Task
 
 Responder = Callable[[Task, int, int], list[str]]
@@ -36,20 +37,27 @@ Responder = Callable[[Task, int, int], list[str]]
 def select_tasks(env_id: str, suite: str, split: str, task_ids: Sequence[str] | None) -> list[Task]:
     """The built-in ``suite``'s ``split``, or exactly the tasks named (built-in or user folders).
 
-    Named tasks must belong to ``env_id`` and ``split``; a user's tasks never join the built-in
-    pool unless named.
+    ``split="lite"`` is the held-out half of the suite's ``lite`` selection (a few fast, diverse
+    tasks). Named tasks must belong to ``env_id`` and ``split`` (and to the selection); a user's
+    tasks never join the built-in pool unless named.
     """
-    from wmrl_envs.tasks import get_task, list_tasks
+    from wmrl_envs.tasks import LITE, get_task, scan_tasks
 
+    split, selection = ("heldout", LITE) if split == LITE else (split, None)
+    what = f"{split} tasks of the {selection} selection" if selection else f"{split} tasks"
+    scan = scan_tasks(suite)
+    pool = scan.select(suite=suite, split=split, selection=selection)
     if task_ids is None:
-        tasks = list_tasks(suite=suite, split=split)
-        if not tasks:
-            raise ConfigError(f"no {split} tasks in the {suite} suite")
-        return tasks
+        if not pool:
+            failed = f" ({len(scan.failures)} folder(s) or suite(s) did not load: see `wmrl tasks list`)"
+            raise ConfigError(f"no {what} in the {suite} suite" + (failed if scan.failures else ""))
+        return pool
     tasks = [get_task(t) for t in dict.fromkeys(task_ids)]
-    wrong = [t.id for t in tasks if t.spec.env_id != env_id or t.spec.split != split]
+    allowed = {t.id for t in pool} if selection else None
+    wrong = [t.id for t in tasks if t.spec.env_id != env_id or t.spec.split != split
+             or (allowed is not None and t.id not in allowed)]
     if wrong:
-        raise ConfigError(f"not {split} tasks of {env_id}: {wrong} (see `wmrl tasks list`)")
+        raise ConfigError(f"not {what} of {env_id}: {wrong} (see `wmrl tasks list`)")
     return tasks
 
 
@@ -60,7 +68,8 @@ class EvalConfig:
     Attributes:
         env_id: Environment family whose tasks are evaluated.
         suite: The family's built-in task suite (the pool when ``task_ids`` is None).
-        split: Task split (``heldout`` for every reported number).
+        split: Task split (``heldout`` for every reported number), or ``lite``: the held-out tasks
+            of the suite's lite selection.
         k: Samples per task (avg@k); the paper uses 8, our default is 4.
         executor: Sandbox backend.
         workers: Parallel executions (default: one per core).
@@ -80,8 +89,8 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.k < 1:
             raise ConfigError(f"k must be >= 1, got {self.k}")
-        if self.split not in ("train", "heldout"):
-            raise ConfigError(f"split must be 'train' or 'heldout', got {self.split!r}")
+        if self.split not in SPLIT_CHOICES:
+            raise ConfigError(f"split must be one of {SPLIT_CHOICES}, got {self.split!r}")
 
 
 @dataclass

@@ -25,7 +25,19 @@ class InvalidSubmissionError(WMRLError):
 
 
 class TaskFormatError(WMRLError):
-    """A task folder is corrupt or incomplete; the message names the missing piece."""
+    """A task folder is corrupt or incomplete; the message names the missing piece.
+
+    A loader that checks several pieces at once raises one error naming them all:
+    ``TaskFormatError(message, problems)``, each problem in :attr:`problems`.
+    """
+
+    def __str__(self) -> str:  # the message alone, also when the problems ride along
+        return str(self.args[0]) if self.args else ""
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Every problem found (the message itself when it names one)."""
+        return tuple(self.args[1]) if len(self.args) > 1 else (str(self),)
 
 
 class TaskNotFoundError(WMRLError, KeyError):
@@ -41,6 +53,10 @@ class SandboxUnavailableError(WMRLError):
 
 class ConfigError(WMRLError, ValueError):
     """A configuration value is invalid."""
+
+
+class MissingDependencyError(WMRLError):
+    """An optional package that one feature needs (e.g. a suite's data source) is not installed."""
 
 
 #: How many items :func:`preview` shows by default.

@@ -106,7 +106,9 @@ def test_grading_matches_rows_by_id_so_shuffled_rows_score_the_same(root):
     assert grade(shuffled, answers, hp.spec) == raw
     rpg, details = task_reward(hp, raw)
     g, b = hp.spec.meta["rpg_perfect"], hp.spec.meta["rpg_baseline"]
-    assert rpg == pytest.approx((raw - b) / (g - b)) and details == {"rpg": rpg} and 0 < rpg < 1
+    assert rpg == pytest.approx((raw - b) / (g - b)) and 0 < rpg < 1
+    assert details == {"rpg": rpg, "rpg_perfect": g, "rpg_baseline": b,
+                       "rpg_baseline_source": "WMRL trivial baseline (mean of train)"}
 
     churn = load_task(root / "data_resplit" / "bank churn")
     probabilities = pd.DataFrame({"CustomerId": CHURN_IDS, "Exited": [0.9, 0.2, 0.4, 0.7]})

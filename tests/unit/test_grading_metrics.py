@@ -104,8 +104,13 @@ def test_binary_log_loss():
     assert _m("log_loss", [1, 0], [0.8, 0.4], 2) == pytest.approx(skm.log_loss([1, 0], [0.8, 0.4]))
 
 
-def test_binary_log_loss_clips_certain_mistakes():
-    assert _m("log_loss", [1], [0.0], 2) == pytest.approx(-math.log(1e-15))
+def test_log_losses_clip_certain_mistakes_at_machine_epsilon_unless_told_otherwise():
+    # scikit-learn >= 1.5 clips at float64 machine epsilon; Kaggle used 1e-15 (a task convention).
+    eps = np.finfo(np.float64).eps
+    assert _m("log_loss", [1], [0.0], 2) == pytest.approx(-math.log(eps))
+    assert _m("log_loss", [1], [0.0], 2) == pytest.approx(skm.log_loss([1, 0], [0.0, 0.0]) * 2)
+    assert get_metric("log_loss")(np.array([1]), np.array([0.0]), 2, log_loss_eps=1e-15) == pytest.approx(-math.log(1e-15))
+    assert _m("multiclass_log_loss", [0], [[0.0, 1.0]], 2) == pytest.approx(-math.log(eps))
 
 
 def test_multiclass_log_loss():

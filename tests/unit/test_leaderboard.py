@@ -180,7 +180,8 @@ def test_from_csv_reads_mle_bench_style_boards(tmp_path):
         ("rank,points\n1,0.5\n", "no 'score' column"),
         ("rank,score\n", "no entries"),
         ("", "empty"),
-        ("rank,score\n1,0.5\n2,\n", "1 missing, non-numeric or non-finite"),
+        ("rank,score\n1,0.5\n2,\n", r"1 row\(s\) with an empty score but other fields filled \(data rows \[2\]"),
+        ("rank,score\n,\n,\n", "no entries"),
         ("rank,score\n1,0.5\n2,inf\n", "non-finite"),
         ("rank,score\n1,0.5\n2,abc\n", "non-numeric"),
     ],
@@ -190,6 +191,13 @@ def test_from_csv_rejects_broken_boards(tmp_path, content, fragment):
     path.write_text(content)
     with pytest.raises(TaskFormatError, match=fragment):
         Leaderboard.from_csv(path, higher_is_better=True)
+
+
+def test_from_csv_drops_and_counts_wholly_blank_rows(tmp_path):
+    path = tmp_path / "leaderboard.csv"
+    path.write_text("teamId,score\n1,0.9\n,\n2,0.7\n,\n")
+    board = Leaderboard.from_csv(path, higher_is_better=True)
+    assert board.scores.tolist() == [0.9, 0.7] and board.blank_rows == 2
 
 
 def test_from_csv_missing_file(tmp_path):

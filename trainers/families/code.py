@@ -86,13 +86,15 @@ def evaluate_command(env_id: str, suite: str, args: argparse.Namespace) -> int:
     from trainers.cli import machine_info
     from trainers.evaluate import EvalConfig, evaluate, write_reports
     from trainers.policies import responder_from_spec
+    from wmrl_envs.tasks import LITE
 
     config = EvalConfig(env_id=env_id, suite=suite, split=args.split, k=args.k, executor=args.executor,
                         workers=args.workers, seed=args.seed, task_ids=tuple(args.tasks) if args.tasks else None)
     policies = args.policy or "reference:constant,reference:linear,reference:hist_gb"
     reports = [evaluate(responder_from_spec(p, args.seed), p, config) for p in policies.split(",")]
     out = Path(args.out)
-    md = write_reports(reports, out, f"Held-out evaluation on {env_id} ({args.split})", machine_info())
+    split = "lite: the lite selection's held-out tasks" if args.split == LITE else args.split
+    md = write_reports(reports, out, f"Held-out evaluation on {env_id} ({split})", machine_info())
     print(md.read_text())
     print(f"wrote {md} and {out / 'results.json'}")
     return 0

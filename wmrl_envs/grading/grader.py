@@ -10,11 +10,16 @@ Conventions, each chosen so a score never depends on incidental formatting:
   text* is not rewritten either; :func:`read_submission` parses it as the number ``1.0``).
 * **Several target columns** of a ``label`` or ``value`` metric are scored column by column
   (``answer_columns[i]`` against ``target_columns[i]``) and the mean is returned.
-* **Probability metrics**: the answers hold the true label in ``spec.answer_columns[0]``;
-  the submission holds ``P(positive)`` in its single target column (``"probability"``) or
-  one probability column per class, in class order (``"class_probabilities"``).
+* **Probability metrics**: the answers hold the true label in ``spec.answer_columns[0]``,
+  or, for per-class probabilities, one-hot indicators in one answer column per class
+  (MLE-bench's ``id,EAP,HPL,MWS`` with rows like ``id1,1,0,0``); the submission holds
+  ``P(positive)`` in its single target column (``"probability"``) or one probability column
+  per class, in class order (``"class_probabilities"``).
 * The class order is ``spec.classes`` when given, else the sorted distinct answer labels
-  (for ordinal metrics with integer labels, every integer from the smallest to the largest).
+  (the answer columns' order for one-hot answers; for ordinal metrics with integer labels,
+  every integer from the smallest to the largest). An ordinal metric (QWK) whose task follows
+  the ``ordinal_labels: present`` convention (:mod:`wmrl_envs.grading.conventions`) rates on
+  the labels present in the answers or the submission instead, as the peers' graders do.
 
 An invalid submission raises :class:`InvalidSubmissionError` (it scores 0 upstream); bad
 answers or an inconsistent spec raise :class:`TaskFormatError` (the task is broken, not the agent).
@@ -33,6 +38,7 @@ import pandas as pd
 from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 
 from wmrl_envs.errors import InvalidSubmissionError, TaskFormatError, preview
+from wmrl_envs.grading.conventions import Conventions, conventions
 from wmrl_envs.grading.metrics import Metric, get_metric
 from wmrl_envs.tasks.spec import TaskSpec
 
@@ -93,13 +99,11 @@ def perfect_submission(answers: pd.DataFrame, spec: TaskSpec) -> pd.DataFrame:
         for answer_col, target_col in zip(spec.answer_columns, spec.target_columns):
             columns[target_col] = answers[answer_col].to_numpy()
         return pd.DataFrame(columns)
-    label_col = spec.answer_columns[0]
-    classes = expected.classes[label_col]
-    y = _codes(answers[label_col], classes)
+    y = _true_codes(answers, spec, expected)
     if kind == "probability":
         columns[spec.target_columns[0]] = (y == 1).astype(float)
     else:
-        one_hot = np.eye(len(classes))[y]
+        one_hot = np.eye(len(spec.target_columns))[y]
         for j, target_col in enumerate(spec.target_columns):
             columns[target_col] = one_hot[:, j]
     return pd.DataFrame(columns)
@@ -115,15 +119,25 @@ def best_possible(answers: pd.DataFrame, spec: TaskSpec) -> float:
 
 @dataclass(frozen=True)
 class _Expected:
-    """The metric and, per classification answer column, its class keys in class order."""
+    """What grading needs beyond the spec: the metric, the task's conventions, and per
+    classification answer column its class keys in class order.
+
+    ``one_hot``: the answers hold one indicator column per class. ``open_labels``: an ordinal
+    metric's class set is the labels present in answers and submission, so the keys here are
+    not a scale and any label of the answers' kind is valid.
+    """
 
     metric: Metric
+    conventions: Conventions
     classes: Mapping[str, tuple[str, ...]]
+    one_hot: bool = False
+    open_labels: bool = False
 
 
 def _expect(answers: pd.DataFrame, spec: TaskSpec) -> _Expected:
     """Check the answers and the spec against the metric; problems are the task's fault."""
     metric = get_metric(spec.metric)
+    conv = conventions(spec)
     _check_answers(answers, spec)
     kind = metric.prediction
     where = f"task {spec.id} (metric {metric.name})"
@@ -139,10 +153,13 @@ def _expect(answers: pd.DataFrame, spec: TaskSpec) -> _Expected:
                 raise TaskFormatError(f"{where}: answers column {col!r} must hold finite numbers")
             if metric.non_negative and (numbers < 0).any():
                 raise TaskFormatError(f"{where}: answers column {col!r} has negative values")
-        return _Expected(metric, {})
+        return _Expected(metric, conv, {})
+    if kind == "class_probabilities" and len(spec.answer_columns) > 1:
+        return _expect_one_hot(answers, spec, metric, conv, where)
 
     label_cols = spec.answer_columns if kind == "label" else spec.answer_columns[:1]
-    classes = {col: _class_keys(answers[col], spec, metric) for col in label_cols}
+    open_labels = metric.ordinal and conv.ordinal_labels == "present"
+    classes = {col: _class_keys(answers[col], spec, metric, open_labels) for col in label_cols}
     n_classes = len(classes[label_cols[0]])
     if metric.binary and n_classes != 2:
         raise TaskFormatError(f"{where}: needs exactly 2 classes, found {n_classes}")
@@ -152,7 +169,28 @@ def _expect(answers: pd.DataFrame, spec: TaskSpec) -> _Expected:
         raise TaskFormatError(
             f"{where}: expects one target column per class ({n_classes}), got {len(spec.target_columns)}"
         )
-    return _Expected(metric, classes)
+    return _Expected(metric, conv, classes, open_labels=open_labels)
+
+
+def _expect_one_hot(answers: pd.DataFrame, spec: TaskSpec, metric: Metric, conv: Conventions,
+                    where: str) -> _Expected:
+    """Per-class answers: one 0/1 indicator column per class (see :func:`_one_hot_columns`)."""
+    columns = _one_hot_columns(spec)
+    if len(columns) != len(spec.target_columns):
+        raise TaskFormatError(f"{where}: one-hot answers need one answer column per target column; "
+                              f"answer_columns {preview(columns)}, target_columns {preview(spec.target_columns)}")
+    keys = tuple(label_key(c) for c in (spec.classes if spec.classes is not None else columns))
+    if len(keys) != len(columns):
+        raise TaskFormatError(f"{where}: {len(keys)} classes {preview(keys)} for {len(columns)} one-hot answer columns")
+    indicators = answers[columns].apply(pd.to_numeric, errors="coerce")
+    binary = indicators.isin([0, 1]).all(axis=1)
+    bad = ~(binary & (indicators.sum(axis=1) == 1))
+    if bad.any():
+        raise TaskFormatError(
+            f"{where}: one-hot answers {preview(columns)} must hold 0/1 with exactly one 1 per row; "
+            f"{int(bad.sum()):,} row(s) do not, e.g. ids {preview(answers.loc[bad, spec.id_column])}"
+        )
+    return _Expected(metric, conv, {spec.answer_columns[0]: keys}, one_hot=True)
 
 
 def _check_answers(answers: pd.DataFrame, spec: TaskSpec) -> None:
@@ -171,7 +209,7 @@ def _check_answers(answers: pd.DataFrame, spec: TaskSpec) -> None:
         raise TaskFormatError(f"task {spec.id}: answers have duplicate ids")
 
 
-def _class_keys(labels: pd.Series, spec: TaskSpec, metric: Metric) -> tuple[str, ...]:
+def _class_keys(labels: pd.Series, spec: TaskSpec, metric: Metric, open_labels: bool) -> tuple[str, ...]:
     """Class keys in class order for one answer column (see the module docstring)."""
     if spec.classes is not None:
         keys = tuple(label_key(c) for c in spec.classes)
@@ -185,7 +223,7 @@ def _class_keys(labels: pd.Series, spec: TaskSpec, metric: Metric) -> tuple[str,
         return keys
     if is_numeric_dtype(labels) and not is_bool_dtype(labels):
         values = np.sort(pd.unique(labels.to_numpy()))
-        if metric.ordinal and np.all(values == np.round(values)):
+        if metric.ordinal and not open_labels and np.all(values == np.round(values)):
             # Quadratic weights use distances between ratings, so ratings absent from the
             # answers must still occupy their place in the scale.
             return tuple(str(i) for i in range(int(values[0]), int(values[-1]) + 1))
@@ -212,7 +250,9 @@ def _align(submission: pd.DataFrame, answers: pd.DataFrame, spec: TaskSpec, expe
             raise InvalidSubmissionError(
                 f"column {target_col!r} has {blank} missing/empty value(s) (NaN or blank); every row needs a prediction"
             )
-        if metric.prediction == "label":
+        if expected.open_labels:
+            aligned[target_col] = _check_open_labels(target_col, values, answers[answer_col])
+        elif metric.prediction == "label":
             _check_labels(target_col, values, expected.classes[answer_col])
         else:
             aligned[target_col] = _check_numbers(target_col, values, metric)
@@ -288,6 +328,29 @@ def _check_labels(column: str, values: pd.Series, classes: tuple[str, ...]) -> N
         )
 
 
+def _check_open_labels(column: str, values: pd.Series, answer_labels: pd.Series) -> pd.Series:
+    """Labels of an open class set: any label of the answers' kind (numbers for numeric ratings)."""
+    if not is_numeric_dtype(answer_labels) or is_bool_dtype(answer_labels):
+        return values
+    numbers = pd.to_numeric(values, errors="coerce")
+    bad = numbers.isna() | np.isinf(numbers.astype(float))
+    if bad.any():
+        raise InvalidSubmissionError(
+            f"column {column!r} has {int(bad.sum())} non-numeric or infinite rating(s), e.g. "
+            f"{preview(values[bad].unique())}; the answers are numbers"
+        )
+    return numbers.astype(float)
+
+
+def _present_classes(answer_labels: pd.Series, predicted: pd.Series) -> tuple[str, ...]:
+    """The sorted labels present in either column (numerically for numbers): cohen_kappa_score's
+    class set when it is given no ``labels``."""
+    both = pd.concat([answer_labels, predicted], ignore_index=True)
+    if is_numeric_dtype(answer_labels) and not is_bool_dtype(answer_labels):
+        return tuple(label_key(v) for v in np.unique(both.to_numpy(float)))
+    return tuple(sorted(set(_keys(both))))
+
+
 def _check_numbers(column: str, values: pd.Series, metric: Metric) -> pd.Series:
     numbers = pd.to_numeric(values, errors="coerce")
     bad = numbers.isna()
@@ -321,26 +384,43 @@ def _check_numbers(column: str, values: pd.Series, metric: Metric) -> pd.Series:
 
 def _score(aligned: pd.DataFrame, answers: pd.DataFrame, spec: TaskSpec, expected: _Expected) -> float:
     metric = expected.metric
+    params = {name: getattr(expected.conventions, name) for name in metric.params}
     pairs = zip(spec.answer_columns, spec.target_columns)
     if metric.prediction == "value":
         return float(np.mean([
-            metric(pd.to_numeric(answers[a]).to_numpy(float), aligned[t].to_numpy(float)) for a, t in pairs
+            metric(pd.to_numeric(answers[a]).to_numpy(float), aligned[t].to_numpy(float), **params)
+            for a, t in pairs
         ]))
     if metric.prediction == "label":
         scores = []
         for answer_col, target_col in pairs:
-            classes = expected.classes[answer_col]
+            classes = (_present_classes(answers[answer_col], aligned[target_col]) if expected.open_labels
+                       else expected.classes[answer_col])
             y_true, y_pred = _codes(answers[answer_col], classes), _codes(aligned[target_col], classes)
-            scores.append(metric(y_true, y_pred, len(classes)))
+            scores.append(metric(y_true, y_pred, len(classes), **params))
         return float(np.mean(scores))
-    label_col = spec.answer_columns[0]
-    classes = expected.classes[label_col]
-    y_true = _codes(answers[label_col], classes)
+    y_true = _true_codes(answers, spec, expected)
     if metric.prediction == "probability":
         y_pred = aligned[spec.target_columns[0]].to_numpy(float)
     else:
         y_pred = aligned[list(spec.target_columns)].to_numpy(float)
-    return metric(y_true, y_pred, len(classes))
+    return metric(y_true, y_pred, len(expected.classes[spec.answer_columns[0]]), **params)
+
+
+def _true_codes(answers: pd.DataFrame, spec: TaskSpec, expected: _Expected) -> np.ndarray:
+    """The true class codes of a probability metric: from the label column or the one-hot columns."""
+    if expected.one_hot:
+        return answers[_one_hot_columns(spec)].apply(pd.to_numeric).to_numpy(float).argmax(axis=1)
+    label_col = spec.answer_columns[0]
+    return _codes(answers[label_col], expected.classes[label_col])
+
+
+def _one_hot_columns(spec: TaskSpec) -> list[str]:
+    """One-hot answer columns in class (target) order: matched by name when they carry the target
+    columns' names, as MLE-bench matches them, else by position."""
+    if set(spec.answer_columns) == set(spec.target_columns):
+        return list(spec.target_columns)
+    return list(spec.answer_columns)
 
 
 # --- small helpers --------------------------------------------------------------------------

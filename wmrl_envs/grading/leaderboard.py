@@ -14,6 +14,10 @@ never trusted. Conventions:
 * **Above median** is strict: the score must beat the median of the board's scores.
 * A missing score (``None`` or NaN, i.e. no valid submission) ranks ``N + 1``, scores 0 and
   wins nothing.
+* **Files** (:meth:`Leaderboard.from_csv`): any CSV with a ``score`` column. Wholly blank rows
+  (Kaggle exports have them) are dropped and counted in :attr:`Leaderboard.blank_rows`; an empty
+  score in a row that is otherwise filled is an error, as is a Git LFS pointer in place of the
+  file (MLE-bench keeps its boards in Git LFS).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ import pandas as pd
 from wmrl_envs.errors import TaskFormatError, preview
 
 Medal = Literal["gold", "silver", "bronze"]
+# What a file checked into Git LFS holds until `git lfs pull` fetches it.
+_LFS_POINTER = b"version https://git-lfs.github.com/spec/"
 
 
 def medal_ranks(n: int) -> tuple[int, int, int]:
@@ -51,13 +57,15 @@ def _missing(score: float | None) -> bool:
 class Leaderboard:
     """A leaderboard of finite scores, held best-first for the given metric direction."""
 
-    def __init__(self, scores: Iterable[float], higher_is_better: bool) -> None:
+    def __init__(self, scores: Iterable[float], higher_is_better: bool, *, blank_rows: int = 0) -> None:
         values = np.asarray(list(scores), dtype=float)
         if values.size == 0:
             raise TaskFormatError("leaderboard is empty")
         if not np.isfinite(values).all():
             raise TaskFormatError(f"leaderboard has {int((~np.isfinite(values)).sum())} non-finite score(s)")
         self.higher_is_better = bool(higher_is_better)
+        #: Wholly blank rows of the file the board was read from, dropped (not entries).
+        self.blank_rows = int(blank_rows)
         # Sorting a direction-adjusted key ascending puts the best entry first in both
         # directions and lets position() use a binary search.
         self._keys = np.sort(self._key(values))
@@ -71,6 +79,8 @@ class Leaderboard:
         """Read a board with a ``score`` column: ``rank,score``, MLE-Dojo or MLE-bench files."""
         path = Path(path)
         try:
+            with path.open("rb") as fh:
+                head = fh.read(len(_LFS_POINTER))
             frame = pd.read_csv(path)
         except FileNotFoundError as exc:
             raise TaskFormatError(f"leaderboard file not found: {path}") from exc
@@ -78,20 +88,32 @@ class Leaderboard:
             raise TaskFormatError(f"leaderboard file is empty: {path}") from exc
         except pd.errors.ParserError as exc:
             raise TaskFormatError(f"leaderboard file is not a parseable CSV: {path}") from exc
+        if head == _LFS_POINTER:
+            raise TaskFormatError(f"leaderboard {path} is a Git LFS pointer, not the board: run `git lfs pull` in the "
+                                  "repository it came from (for MLE-bench, its checkout) and copy the file again")
         score_columns = [c for c in frame.columns if str(c).strip().lower() == "score"]
         if not score_columns:
             raise TaskFormatError(f"leaderboard {path} has no 'score' column; columns are {preview(frame.columns)}")
+        blank = frame.isna().all(axis=1)
+        frame = frame[~blank]
         raw = frame[score_columns[0]]
-        numbers = pd.to_numeric(raw, errors="coerce")
-        if len(numbers) == 0:
+        if len(raw) == 0:
             raise TaskFormatError(f"leaderboard {path} has no entries")
+        empty = raw.isna()
+        if empty.any():
+            raise TaskFormatError(
+                f"leaderboard {path} has {int(empty.sum())} row(s) with an empty score but other fields filled "
+                f"(data rows {preview(np.flatnonzero(empty.to_numpy()) + 1, 3)} after dropping blank rows); "
+                "fill in their scores or delete the rows"
+            )
+        numbers = pd.to_numeric(raw, errors="coerce")
         bad = numbers.isna() | ~np.isfinite(numbers.to_numpy(float))
         if bad.any():
             raise TaskFormatError(
-                f"leaderboard {path} has {int(bad.sum())} missing, non-numeric or non-finite score(s), "
+                f"leaderboard {path} has {int(bad.sum())} non-numeric or non-finite score(s), "
                 f"e.g. {preview(raw[bad], 3)}"
             )
-        return cls(numbers.to_numpy(float), higher_is_better)
+        return cls(numbers.to_numpy(float), higher_is_better, blank_rows=int(blank.sum()))
 
     def to_csv(self, path: str | os.PathLike[str]) -> None:
         """Write ``rank,score`` best first (rank = 1-based row number)."""

@@ -13,6 +13,8 @@ about it: which way is better and what a submission must hold. The grader
 * ``"value"``: regression; both arrays are floats.
 
 ``n_classes`` is the number of classes for the first three kinds and ``None`` for ``"value"``.
+A metric may also take task conventions as keywords (:attr:`Metric.params`, values from
+:func:`wmrl_envs.grading.conventions.conventions`), e.g. the log losses' clipping ``log_loss_eps``.
 
 scikit-learn is imported inside the functions that use it: importing ``sklearn.metrics``
 takes seconds, and environments import this module whether or not they grade.
@@ -31,11 +33,13 @@ from wmrl_envs.errors import TaskFormatError
 PredictionKind = Literal["label", "probability", "class_probabilities", "value"]
 PREDICTION_KINDS: tuple[str, ...] = get_args(PredictionKind)
 CLASSIFICATION_KINDS: tuple[str, ...] = ("label", "probability", "class_probabilities")
-MetricFn = Callable[[np.ndarray, np.ndarray, int | None], float]
+MetricFn = Callable[..., float]
 
-# Kaggle's log-loss convention: clip probabilities into [eps, 1 - eps] so one confident
-# mistake costs about 34.5 nats instead of infinity.
-LOG_LOSS_EPS = 1e-15
+# Probabilities are clipped into [eps, 1 - eps] so one confident mistake costs a finite loss.
+# The default is scikit-learn's since 1.5, float64 machine epsilon (36.0 nats per certain
+# mistake), which MLE-bench's graders inherit; Kaggle and older scikit-learn used 1e-15 (34.5
+# nats), which a task can record as its convention (meta.log_loss_eps).
+LOG_LOSS_EPS = float(np.finfo(np.float64).eps)
 
 
 class UnknownMetricError(TaskFormatError, KeyError):
@@ -53,12 +57,14 @@ class Metric:
         name: Registry name, as written in ``task.yaml``'s ``metric`` field.
         higher_is_better: The metric's direction; leaderboards and RPG follow it.
         prediction: What a submission holds (see the module docstring).
-        fn: ``fn(y_true, y_pred, n_classes) -> float``.
+        fn: ``fn(y_true, y_pred, n_classes, **params) -> float``.
         ideal: The best value the metric can take (a perfect submission scores it).
         description: One line for humans.
         non_negative: Predictions (and answers) must be ``>= 0`` (e.g. rmsle).
         binary: Only defined for exactly two classes.
         ordinal: Class order is meaningful (distances between positions are used).
+        params: Task conventions ``fn`` takes as keywords (names of
+            :class:`~wmrl_envs.grading.conventions.Conventions` fields).
     """
 
     name: str
@@ -70,13 +76,14 @@ class Metric:
     non_negative: bool = False
     binary: bool = False
     ordinal: bool = False
+    params: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.prediction not in PREDICTION_KINDS:
             raise ValueError(f"metric {self.name}: prediction must be one of {PREDICTION_KINDS}")
 
-    def __call__(self, y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None = None) -> float:
-        return float(self.fn(np.asarray(y_true), np.asarray(y_pred), n_classes))
+    def __call__(self, y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None = None, **params: float) -> float:
+        return float(self.fn(np.asarray(y_true), np.asarray(y_pred), n_classes, **params))
 
     @property
     def is_classification(self) -> bool:
@@ -113,14 +120,17 @@ def _roc_auc(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None) -> f
     return float(roc_auc_score(y_true, y_pred))
 
 
-def _binary_log_loss(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None) -> float:
-    p = np.clip(y_pred.astype(float), LOG_LOSS_EPS, 1 - LOG_LOSS_EPS)
+def _binary_log_loss(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None,
+                     log_loss_eps: float = LOG_LOSS_EPS) -> float:
+    p = np.clip(y_pred.astype(float), log_loss_eps, 1 - log_loss_eps)
     return float(-np.mean(np.where(y_true == 1, np.log(p), np.log1p(-p))))
 
 
-def _multiclass_log_loss(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None) -> float:
-    # Kaggle: clip each probability, then renormalise every row to sum to one.
-    p = np.clip(y_pred.astype(float), LOG_LOSS_EPS, 1 - LOG_LOSS_EPS)
+def _multiclass_log_loss(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None,
+                         log_loss_eps: float = LOG_LOSS_EPS) -> float:
+    # Clip each probability, then renormalise every row to sum to one (Kaggle): without it a row
+    # of all ones would score a perfect 0. A row that already sums to one moves by ~eps only.
+    p = np.clip(y_pred.astype(float), log_loss_eps, 1 - log_loss_eps)
     p = p / p.sum(axis=1, keepdims=True)
     return float(-np.mean(np.log(p[np.arange(len(y_true)), y_true])))
 
@@ -169,9 +179,10 @@ _ALL: tuple[Metric, ...] = (
     Metric("macro_f1", True, "label", _macro_f1, 1.0, "unweighted mean of per-class F1"),
     Metric("qwk", True, "label", _qwk, 1.0, "quadratic weighted kappa on ordered labels", ordinal=True),
     Metric("roc_auc", True, "probability", _roc_auc, 1.0, "area under the ROC curve", binary=True),
-    Metric("log_loss", False, "probability", _binary_log_loss, 0.0, "binary cross-entropy of P(positive)", binary=True),
+    Metric("log_loss", False, "probability", _binary_log_loss, 0.0, "binary cross-entropy of P(positive)", binary=True,
+           params=("log_loss_eps",)),
     Metric("multiclass_log_loss", False, "class_probabilities", _multiclass_log_loss, 0.0,
-           "cross-entropy of per-class probabilities (rows renormalised)"),
+           "cross-entropy of per-class probabilities (rows renormalised)", params=("log_loss_eps",)),
     Metric("rmse", False, "value", _rmse, 0.0, "root mean squared error"),
     Metric("rmsle", False, "value", _rmsle, 0.0, "root mean squared log(1 + x) error", non_negative=True),
     Metric("mae", False, "value", _mae, 0.0, "mean absolute error"),

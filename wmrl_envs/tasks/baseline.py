@@ -1,8 +1,10 @@
-"""A task's trivial baseline submission and DSBench's RPG references built from it.
+"""WMRL's trivial baseline submission of a task and the RPG references built from it.
 
-Shared by the built-in suite generator (which writes the baseline as ``sample_submission.csv``)
-and the DSBench layout (which computes ``g`` and ``b`` for foreign DSBench folders), so both
-measure RPG against the same baseline.
+This baseline is WMRL's own, not DSBench's: DSBench records its baseline's scores in its own
+files, which the DSBench layout prefers when they are present. Shared by the built-in suite
+generator (which writes the baseline as ``sample_submission.csv``) and the DSBench layout (which
+falls back to it for folders without DSBench's baseline file), so both measure RPG against the
+same ``b``.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def sample_submission(spec: TaskSpec, prediction: str, train: pd.DataFrame, test
 
 
 def rpg_references(spec: TaskSpec, train: pd.DataFrame, answers: pd.DataFrame) -> dict[str, Any]:
-    """DSBench's RPG references of a task, as ``meta`` entries.
+    """A task's RPG references with WMRL's trivial baseline as ``b``, as ``meta`` entries.
 
     ``rpg_perfect`` (g) is the answers graded against themselves and ``rpg_baseline`` (b) the score
     of :func:`sample_submission` built from ``train``. Raises :class:`TaskFormatError` when g does

@@ -1,20 +1,37 @@
-"""``wmrl tasks ...``: build, list and inspect tasks.
+"""``wmrl tasks ...`` (build, list and inspect tasks) and ``wmrl grade`` (grade one submission).
 
 ::
 
     wmrl tasks build [--suite mle] [--force] [--write-lock]
-    wmrl tasks list [--suite mle] [--split heldout] [--json]
+    wmrl tasks list [--suite mle] [--split heldout|train|lite] [--json] [--strict]
     wmrl tasks show ID_OR_PATH
+    wmrl grade --task ID_OR_PATH SUBMISSION.csv [--json]
+
+``tasks list`` prints the tasks that load; each task folder or built-in suite that does not load
+is reported after the table on stderr, and with ``--json`` as one more line per failure,
+``{"load_error": ..., "path": ..., "source": ...}`` (task lines carry an ``"id"`` instead). The
+exit status is 0 unless ``--strict`` is given and something did not load (then 2).
+
+``grade`` is MLE-bench's ``grade-sample``: validity and the error, the raw score, the position
+score, the medal, above-median and, for RPG-scored (DSBench) tasks, the RPG. A foreign-layout
+task under ``WMRL_TASKS_DIR`` is named by its folder name (or its path). Exit 0 for a valid
+submission, 1 for an invalid one, 2 for a usage or configuration error.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from wmrl_envs.tasks.spec import SPLITS, Task
+from wmrl_envs.tasks import LITE, SPLIT_CHOICES
+from wmrl_envs.tasks.spec import Task
+
+#: The keys of ``wmrl grade --json`` (null where one does not apply to the task).
+GRADE_KEYS = ("valid", "error", "raw_score", "position_score", "medal", "above_median", "rpg")
 
 
 def add_tasks_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -31,8 +48,11 @@ def add_tasks_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     listing = sub.add_parser("list", help="list available tasks (built-in and WMRL_TASKS_DIR)")
     listing.add_argument("--suite", default=None, help="only this suite")
-    listing.add_argument("--split", default=None, choices=SPLITS, help="only this split")
-    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    listing.add_argument("--split", default=None, choices=SPLIT_CHOICES,
+                         help=f"only this split, or {LITE}: the suites' {LITE} selection (both splits)")
+    listing.add_argument("--json", action="store_true",
+                         help="one JSON object per line; folders that did not load as objects with 'load_error'")
+    listing.add_argument("--strict", action="store_true", help="exit 2 if any task folder or suite did not load")
     listing.set_defaults(func=cmd_list)
 
     show = sub.add_parser("show", help="show one task's spec, files and description")
@@ -41,13 +61,28 @@ def add_tasks_parser(subparsers: Any) -> argparse.ArgumentParser:
     return tasks
 
 
+def add_grade_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the ``grade`` command on an argparse subparsers object."""
+    grade = subparsers.add_parser("grade", help="grade one submission CSV against a task's private answers",
+                                  description="Like MLE-bench's grade-sample. Exit 0 for a valid submission, "
+                                              "1 for an invalid one, 2 for a usage or configuration error.")
+    grade.add_argument("--task", required=True,
+                       help="a task id (a WMRL_TASKS_DIR folder's name for MLE-Dojo, MLE-bench and DSBench "
+                            "folders) or the path of a task folder")
+    grade.add_argument("submission", help="the submission CSV")
+    grade.add_argument("--json", action="store_true", help=f"one JSON object with keys {', '.join(GRADE_KEYS)}")
+    grade.set_defaults(func=cmd_grade)
+    return grade
+
+
 def task_summary(task: Task) -> dict[str, Any]:
-    """The facts ``tasks list --json`` prints for one task."""
+    """The facts ``tasks list --json`` prints for one task, with the grading conventions it follows."""
     # Imported here: grading loads pandas, and the parser of every `wmrl` command imports this module.
     from wmrl_envs.grading import task_leaderboards
+    from wmrl_envs.grading.conventions import conventions
 
     spec = task.spec
-    leaderboard_size = len(task_leaderboards(task)[0]) if task.leaderboard_path is not None else 0
+    boards = task_leaderboards(task) if task.leaderboard_path is not None else []
     return {
         "id": spec.id,
         "env": spec.env_id,
@@ -55,10 +90,12 @@ def task_summary(task: Task) -> dict[str, Any]:
         "split": spec.split,
         "task_type": spec.task_type,
         "metric": spec.metric,
-        "leaderboard_size": leaderboard_size,
+        "leaderboard_size": len(boards[0]) if boards else 0,
+        "leaderboard_blank_rows": sum(board.blank_rows for board in boards),
         "n_train": spec.meta.get("n_train"),
         "n_test": spec.meta.get("n_test"),
         "layout": task.layout,
+        "grading_conventions": asdict(conventions(spec)),
         "path": str(task.root),
     }
 
@@ -76,30 +113,95 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from wmrl_envs.tasks import list_tasks
+    from wmrl_envs.tasks import scan_tasks
 
-    rows = [task_summary(t) for t in list_tasks(suite=args.suite, split=args.split)]
+    scan = scan_tasks(args.suite)
+    split, selection = (None, LITE) if args.split == LITE else (args.split, None)
+    rows = [task_summary(t) for t in scan.select(suite=args.suite, split=split, selection=selection)]
     if args.json:
-        for row in rows:
+        for row in [*rows, *(failure.to_dict() for failure in scan.failures)]:
             print(json.dumps(row))
-        return 0
-    columns = ("id", "suite", "split", "task_type", "metric", "n_train", "n_test", "leaderboard_size")
-    table = [columns] + [tuple(str(row[c]) for c in columns) for row in rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
-    for row in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
-    print(f"{len(rows)} task(s)")
-    return 0
+    else:
+        columns = ("id", "suite", "split", "task_type", "metric", "n_train", "n_test", "leaderboard_size")
+        table = [columns] + [tuple(str(row[c]) for c in columns) for row in rows]
+        widths = [max(len(r[i]) for r in table) for i in range(len(columns))]
+        for row in table:
+            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        print(f"{len(rows)} task(s)")
+        sys.stdout.flush()  # the table first, then what did not load
+        if scan.failures:
+            print(f"{len(scan.failures)} task folder(s) or suite(s) did not load:", file=sys.stderr)
+            for failure in scan.failures:
+                print(f"  {failure.path} ({failure.source}): {failure.error}", file=sys.stderr)
+    return 2 if args.strict and scan.failures else 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from wmrl_envs.tasks import get_task, load_task
-
-    path = Path(args.task).expanduser()
-    task = load_task(path) if path.is_dir() else get_task(args.task)
+    task = _task(args.task)
     print(json.dumps(task_summary(task), indent=1))
     print(f"description: {task.description_path}\npublic: {task.public_dir}\n"
           f"sample submission: {task.sample_submission_path}\nanswers: {task.answers_path}\n"
           f"leaderboards: {', '.join(str(p) for p in task.leaderboard_paths) or '-'}\n")
     print(task.description)
     return 0
+
+
+def grade_report(task: Task, submission: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``wmrl grade`` prints: the :data:`GRADE_KEYS` report and :func:`task_reward`'s details."""
+    from wmrl_envs.errors import InvalidSubmissionError
+    from wmrl_envs.grading import grade, read_submission, task_reward
+
+    try:
+        raw, error = grade(read_submission(submission), task.answers(), task.spec), None
+    except InvalidSubmissionError as exc:
+        raw, error = None, str(exc)
+    reward, details = task_reward(task, raw)  # an invalid submission scores 0, as in training
+    rpg = task.spec.meta.get("reward") == "rpg"
+    report = {"valid": error is None, "error": error, "raw_score": raw,
+              "position_score": None if rpg else reward,
+              "medal": None if rpg else details["medal"],
+              "above_median": None if rpg else details["above_median"],
+              "rpg": reward if rpg else None}
+    return report, details
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from wmrl_envs.grading import get_metric
+
+    task = _task(args.task)
+    report, details = grade_report(task, Path(args.submission).expanduser())
+    if args.json:
+        print(json.dumps(report))
+        return 0 if report["valid"] else 1
+    metric = get_metric(task.spec.metric)
+    direction = "higher" if metric.higher_is_better else "lower"
+    def shown(value: Any) -> Any:
+        return "-" if value is None else value
+
+    lines = [f"task            {task.id} ({task.layout} layout, {metric.name}, {direction} is better)",
+             f"valid           {'yes' if report['valid'] else 'no'}"]
+    if report["error"]:
+        lines.append(f"error           {report['error']}")
+    lines.append(f"raw score       {shown(report['raw_score'])}")
+    if report["rpg"] is None:
+        ranked = details["ranked_score"]
+        if ranked is not None and ranked != report["raw_score"]:
+            lines.append(f"ranked score    {ranked} (rounded as the task's grader rounds)")
+        lines += [(f"position score  {report['position_score']:.6g} (position {details['position']} "
+                   f"of {details['n']} on the primary leaderboard)"),
+                  f"medal           {shown(report['medal'])}",
+                  f"above median    {'yes' if report['above_median'] else 'no'}"]
+    else:
+        lines += [f"rpg             {report['rpg']:.6g}",
+                  (f"g, b            {details['rpg_perfect']:.6g}, {details['rpg_baseline']:.6g} "
+                   f"(b: {details['rpg_baseline_source']})")]
+    print("\n".join(lines))
+    return 0 if report["valid"] else 1
+
+
+def _task(name: str) -> Task:
+    """A task by id, or the task folder at a path."""
+    from wmrl_envs.tasks import get_task, load_task
+
+    path = Path(name).expanduser()
+    return load_task(path) if path.is_dir() else get_task(name)

@@ -1,10 +1,11 @@
 """DSBench's data-modeling layout, read as RPG-scored tasks of ``wmrl/DSBench-v0``.
 
-A DSBench root holds, for every task ``<name>``::
+A DSBench root (its ``data_modeling`` folder) holds, for every task ``<name>``::
 
     data_resplit/<name>/train.csv, test.csv, <sample submission>.csv   the agent's files (public)
     task/<name>.txt                                                     what the agent reads
     answers/<name>/test_answer.csv                                      the hidden answers
+    save_performance/baseline/<name>/result.txt                         DSBench's baseline score (optional)
 
 DSBench ships no machine-readable metric, so an overlay names it, as for the other foreign
 layouts: ``wmrl.yaml`` at the root maps task names to ``wmrl.yaml`` fields, and
@@ -21,16 +22,20 @@ layouts: ``wmrl.yaml`` at the root maps task names to ``wmrl.yaml`` fields, and
 File keys (``description``, ``answers``, ``sample_submission``) are paths relative to the root.
 The task id is ``<name>`` made filesystem-safe, the split defaults to ``heldout``.
 
-Every task is scored by DSBench's relative performance gap. Its references are computed when
-the task is loaded and cached while the files stay unchanged: ``g`` = the answers graded against
-themselves and ``b`` = the score of the built-in suite's trivial baseline (majority class, class
-shares or mean of ``train.csv``). ``meta: {rpg_perfect, rpg_baseline}`` in the overlay overrides
-them. Unlike DSBench's own scripts, grading validates the submission and matches rows by id,
-so a score never depends on row order.
+Every task is scored by DSBench's relative performance gap. ``g`` is the answers graded against
+themselves. ``b`` is DSBench's own baseline score, read from ``save_performance/baseline/<name>/
+result.txt`` when that file is present (as DSBench's ``show_results.py`` reads it); otherwise it
+is WMRL's trivial baseline (majority class, class shares or mean of ``train.csv``, the built-in
+suite's), which is *not* DSBench's and gives other RPGs. ``meta: {rpg_perfect, rpg_baseline}`` in
+the overlay overrides either. ``meta.rpg_baseline_source`` says which ``b`` a task uses, and the
+grading details repeat it. Computed references are cached while the files stay unchanged.
+Unlike DSBench's own scripts, grading validates the submission and matches rows by id, so a
+score never depends on row order.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
@@ -40,16 +45,17 @@ from typing import Any
 import pandas as pd
 
 from wmrl_envs.errors import TaskFormatError, preview
-from wmrl_envs.grading import get_metric, relative_performance_gap
+from wmrl_envs.grading import best_possible, get_metric, relative_performance_gap
+from wmrl_envs.grading.reward import baseline_source
 from wmrl_envs.tasks.baseline import rpg_references
 from wmrl_envs.tasks.layout import (
     OVERLAY_FILE,
     ForeignLayout,
+    Problems,
     TaskFiles,
     check_overlay,
     read_overlay,
     read_yaml,
-    require_dir,
     require_file,
 )
 from wmrl_envs.tasks.spec import Task
@@ -57,6 +63,8 @@ from wmrl_envs.tasks.spec import Task
 ENV_ID = "wmrl/DSBench-v0"
 DATA_DIR, DESCRIPTION_DIR, ANSWERS_DIR = "data_resplit", "task", "answers"
 ANSWERS_FILE = "test_answer.csv"
+#: Where DSBench records its baseline's score of a task, relative to the root.
+BASELINE_FILE = "save_performance/baseline/{name}/result.txt"
 _DATA_FILES = {"train.csv", "test.csv"}
 # (train file, answers file, grading-relevant spec fields) -> computed RPG references.
 _REFERENCES: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -112,27 +120,35 @@ class DSBenchLayout(ForeignLayout):
 
     def files(self, path: Path, located: Mapping[str, Any], require_leaderboard: bool) -> TaskFiles:
         root, name = _root(path), path.name
-        require_file(path / "train.csv", f"{DATA_DIR}/{name}/train.csv (the training data)")
-        require_file(path / "test.csv", f"{DATA_DIR}/{name}/test.csv (the rows to predict)")
+        problems = Problems(path)
+        problems.check(require_file, path / "train.csv", f"{DATA_DIR}/{name}/train.csv (the training data)")
+        problems.check(require_file, path / "test.csv", f"{DATA_DIR}/{name}/test.csv (the rows to predict)")
         description = root / str(located.get("description", f"{DESCRIPTION_DIR}/{name}.txt"))
         answers = root / str(located.get("answers", f"{ANSWERS_DIR}/{name}/{ANSWERS_FILE}"))
         if "sample_submission" in located:
-            sample = require_file(root / str(located["sample_submission"]), "sample submission (wmrl.yaml)")
+            sample = problems.check(require_file, root / str(located["sample_submission"]),
+                                    "sample submission (wmrl.yaml)")
         else:
-            sample = _sample_submission(path)
-        return TaskFiles(
-            description=require_file(description, f"description ({DESCRIPTION_DIR}/{name}.txt)"),
-            public_dir=require_dir(path, f"{DATA_DIR}/{name}/ folder"),
-            sample_submission=sample,
-            answers=require_file(answers, f"answers ({ANSWERS_DIR}/{name}/{ANSWERS_FILE})"),
-            leaderboards=(),  # scored by RPG, never against a leaderboard
-        )
+            sample = problems.check(_sample_submission, path)
+        description = problems.check(require_file, description, f"description ({DESCRIPTION_DIR}/{name}.txt)")
+        answers = problems.check(require_file, answers, f"answers ({ANSWERS_DIR}/{name}/{ANSWERS_FILE})")
+        problems.raise_if_any()
+        return TaskFiles(description, path, sample, answers, leaderboards=())  # scored by RPG, no leaderboard
 
     def load(self, path: Path, overrides: Mapping[str, Any], require_leaderboard: bool) -> Task:
         task = super().load(path, overrides, require_leaderboard)
         meta = task.spec.meta
-        given = {"rpg_perfect", "rpg_baseline"} <= set(meta)
-        meta = {**({} if given else cached_references(task)), **meta, "reward": "rpg"}
+        if "rpg_baseline" in meta:
+            references: dict[str, Any] = {"rpg_baseline_source": "the overlay (meta.rpg_baseline)"}
+        elif (recorded := dsbench_baseline(_root(path), path.name)) is not None:
+            references = {"rpg_baseline": recorded,
+                          "rpg_baseline_source": f"DSBench ({BASELINE_FILE.format(name=path.name)})"}
+        else:
+            references = {}
+        ours = "rpg_baseline" not in meta and not references
+        if ours or "rpg_perfect" not in meta:
+            references = {**cached_references(task, baseline=ours), **references}
+        meta = {**references, **meta, "reward": "rpg"}
         try:  # recorded or computed, g must beat b for the gap to mean anything
             g = float(meta["rpg_perfect"])
             relative_performance_gap(g, g, float(meta["rpg_baseline"]), get_metric(task.spec.metric).higher_is_better)
@@ -143,18 +159,41 @@ class DSBenchLayout(ForeignLayout):
         return replace(task, spec=replace(task.spec, meta=meta))
 
 
-def cached_references(task: Task) -> dict[str, Any]:
-    """``g``, ``b`` and the row counts of a task, cached while its train and answers files are unchanged."""
+def dsbench_baseline(root: Path, name: str) -> float | None:
+    """DSBench's recorded baseline score of task ``name`` (:data:`BASELINE_FILE`), or None without the file."""
+    path = root / BASELINE_FILE.format(name=name)
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8", errors="replace").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise TaskFormatError(f"{path}: DSBench's baseline result must be a finite number, got {preview([text[:80]])}")
+    return value
+
+
+def cached_references(task: Task, *, baseline: bool = True) -> dict[str, Any]:
+    """``g``, the row counts and (with ``baseline``) WMRL's trivial ``b`` of a task, as ``meta`` entries.
+
+    Cached while the task's train and answers files are unchanged.
+    """
     spec, train = task.spec, task.public_dir / "train.csv"
     key = (_stamp(train), _stamp(task.answers_path), spec.id, spec.metric, spec.id_column, spec.target_columns,
-           spec.answer_columns, spec.classes)
+           spec.answer_columns, spec.classes, baseline)
     if key not in _REFERENCES:
-        label = spec.answer_columns[0]
-        # Only the target column: DSBench train files can be large and the baseline needs nothing else.
-        frame = pd.read_csv(train, usecols=lambda column: column.strip() == label)
         answers = task.answers()
-        _REFERENCES[key] = {**rpg_references(spec, frame.rename(columns=str.strip), answers),
-                            "n_train": len(frame), "n_test": len(answers)}
+        if baseline:
+            label = spec.answer_columns[0]
+            # Only the target column: DSBench train files can be large and the baseline needs nothing else.
+            frame = pd.read_csv(train, usecols=lambda column: column.strip() == label)
+            found = rpg_references(spec, frame.rename(columns=str.strip), answers)
+            found["rpg_baseline_source"] = baseline_source(found)
+        else:
+            frame = pd.read_csv(train, usecols=[0])  # the row count only
+            found = {"reward": "rpg", "rpg_perfect": best_possible(answers, spec)}
+        _REFERENCES[key] = {**found, "n_train": len(frame), "n_test": len(answers)}
     return dict(_REFERENCES[key])
 
 

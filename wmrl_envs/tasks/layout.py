@@ -12,16 +12,19 @@ from __future__ import annotations
 import csv
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
 
 from wmrl_envs.errors import TaskFormatError, preview
-from wmrl_envs.grading import METRICS, get_metric
+from wmrl_envs.grading import METRICS, Leaderboard, get_metric
+from wmrl_envs.grading.conventions import conventions
 from wmrl_envs.tasks.spec import TASK_TYPES, Task, TaskSpec
+
+T = TypeVar("T")
 
 OVERLAY_FILE = "wmrl.yaml"
 DEFAULT_ENV_ID = "wmrl/MLEDojo-v0"
@@ -82,15 +85,46 @@ def require_dir(path: Path, what: str) -> Path:
 
 
 def check_leaderboard(path: Path) -> Path:
-    header = csv_header(path, "leaderboard")
-    if "score" not in (c.lower() for c in header):
-        raise TaskFormatError(f"{path}: leaderboard has no 'score' column; columns are {preview(header)}")
+    """Read the whole board once, so a broken one fails when the task loads, not when it is graded."""
+    Leaderboard.from_csv(path, higher_is_better=True)  # the direction does not matter for the checks
     return path
 
 
+class Problems:
+    """A task folder's problems, collected so that one error names every missing piece at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.found: list[str] = []
+
+    def add(self, message: str) -> None:
+        self.found.append(message)
+
+    def check(self, fn: Callable[..., T], *args: Any) -> T | None:
+        """``fn(*args)``, or ``None`` once the problems of the :class:`TaskFormatError` it raised are recorded."""
+        try:
+            return fn(*args)
+        except TaskFormatError as exc:
+            self.found.extend(exc.problems)
+            return None
+
+    def raise_if_any(self) -> None:
+        """Raise one :class:`TaskFormatError`: the problem itself, or all of them listed."""
+        if len(self.found) == 1:
+            raise TaskFormatError(self.found[0])
+        if self.found:
+            listed = "\n".join(f"- {problem}" for problem in self.found)
+            raise TaskFormatError(f"{self.path}: {len(self.found)} problems:\n{listed}", tuple(self.found))
+
+
 def validate_spec(spec: TaskSpec, source: str) -> None:
-    """Check the fields that need the metric registry: the metric exists and fits the task type."""
+    """Check the fields that need the grading registries: the metric exists and fits the task type,
+    and the grading conventions in ``meta`` are well formed."""
     metric = get_metric(spec.metric)
+    try:
+        conventions(spec)
+    except TaskFormatError as exc:
+        raise TaskFormatError(f"{source}: {exc}") from exc
     regression = spec.task_type in REGRESSION_TYPES
     if regression != (metric.prediction == "value"):
         kind = "regression" if regression else "classification"
@@ -160,20 +194,31 @@ class ForeignLayout(TaskLayout):
 
     default_suite: ClassVar[str]
     default_env_id: ClassVar[str] = DEFAULT_ENV_ID
+    #: Grading conventions of the peer's grader (:mod:`wmrl_envs.grading.conventions`), written
+    #: into the meta of every task of this layout; the overlay's ``meta`` overrides them.
+    grading_meta: ClassVar[Mapping[str, Any]] = {}
 
     @abstractmethod
     def files(self, path: Path, located: Mapping[str, Any], require_leaderboard: bool) -> TaskFiles:
-        """Locate (and check) the task's files; ``located`` holds explicit file keys from the overlay."""
+        """Locate (and check) the task's files; ``located`` holds explicit file keys from the overlay.
+
+        Raise one :class:`TaskFormatError` naming every missing piece (see :class:`Problems`).
+        """
 
     def load(self, path: Path, overrides: Mapping[str, Any], require_leaderboard: bool) -> Task:
         overlay, source = self.overlay(path)
         fields = {**overlay, **overrides}
+        source = source if overlay else f"{path} (overrides)"
+        # Everything that is missing is reported at once: the overlay's fields, the files, the columns.
+        problems = Problems(path)
         missing = [k for k in ("metric", "task_type") if k not in fields]
         if missing:
-            raise TaskFormatError(self._overlay_help(path, missing))
-        files = self.files(path, {k: fields[k] for k in FILE_KEYS if k in fields}, require_leaderboard)
-        source = source if overlay else f"{path} (overrides)"
-        spec = TaskSpec.from_dict(self._spec_fields(path, files, fields, source), source=source)
+            problems.add(self._overlay_help(path, missing))
+        files = problems.check(self.files, path, {k: fields[k] for k in FILE_KEYS if k in fields}, require_leaderboard)
+        spec_fields = None if files is None or missing else problems.check(self._spec_fields, path, files, fields)
+        problems.raise_if_any()
+        assert files is not None and spec_fields is not None  # raise_if_any raised otherwise
+        spec = TaskSpec.from_dict(spec_fields, source=source)
         validate_spec(spec, source)
         task = Task(spec=spec, root=path, description_path=files.description, public_dir=files.public_dir,
                     answers_path=files.answers, leaderboard_path=files.leaderboards[0] if files.leaderboards else None,
@@ -193,13 +238,15 @@ class ForeignLayout(TaskLayout):
             f"Add {path / OVERLAY_FILE} with at least:\n"
             f"  metric: <one of {sorted(METRICS)}>\n"
             f"  task_type: <one of {list(TASK_TYPES)}>\n"
-            "and optionally id, name, split (train|heldout, default heldout), suite, classes, "
-            "id_column, target_columns, answer_columns, limits, meta, or file locations "
+            "and, where the files do not tell, answer_columns (which answers columns to grade) and "
+            "sample_submission (its path); optionally id, name, split (train|heldout, default heldout), "
+            "suite, classes, id_column, target_columns, limits, meta, or the other file locations "
             f"{list(FILE_KEYS)}; or pass metric=..., task_type=... to load_task()"
         )
 
-    def _spec_fields(self, path: Path, files: TaskFiles, fields: Mapping[str, Any], source: str) -> dict[str, Any]:
-        kind = get_metric(str(fields["metric"])).prediction
+    def _spec_fields(self, path: Path, files: TaskFiles, fields: Mapping[str, Any]) -> dict[str, Any]:
+        metric = get_metric(str(fields["metric"]))
+        kind = metric.prediction
         header = csv_header(files.sample_submission, "sample submission")
         if len(header) < 2:
             raise TaskFormatError(
@@ -210,11 +257,14 @@ class ForeignLayout(TaskLayout):
         targets = list(fields.get("target_columns") or [c for c in header if c != id_column])
         answers = fields.get("answer_columns") or self._answer_columns(files.answers, id_column, targets, kind)
         classes = fields.get("classes")
+        defaults = dict(self.grading_meta)
         if classes is None and kind == "class_probabilities":
             classes = targets
         elif classes is None and kind in ("label", "probability"):
             classes = _sorted_labels(files.answers, answers[0])
-        meta = {"layout": self.name, **(fields.get("meta") or {})}
+            if metric.ordinal:  # no declared scale: the peers' graders rate on the labels present
+                defaults["ordinal_labels"] = "present"
+        meta = {"layout": self.name, **defaults, **(fields.get("meta") or {})}
         return {
             "id": fields.get("id", safe_task_id(path.name)),
             "name": fields.get("name", path.name),
@@ -245,6 +295,8 @@ class ForeignLayout(TaskLayout):
                 return others
         elif len(others) == 1:
             return others
+        elif kind == "class_probabilities" and len(targets) > 1 and all(t in others for t in targets):
+            return targets  # one-hot answers, one indicator column per class (MLE-bench's log-loss tasks)
         raise TaskFormatError(
             f"{answers}: cannot tell which answer column(s) to grade ({preview(others)} for submission columns "
             f"{preview(targets)}); "

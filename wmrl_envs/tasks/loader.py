@@ -9,14 +9,17 @@ Layouts (see docs/architecture.md, "Task format"):
 * ``mledojo`` (MLE-Dojo prepared folders): ``data/public/{description.txt, sample_submission.csv, ...}``,
   ``data/private/test_answer.csv`` and ``data/private/{private,public}_leaderboard.csv``.
 * ``mlebench`` (MLE-bench prepared competitions): ``prepared/public/{description.md,
-  sample_submission.csv, ...}``, ``prepared/private/<answers>.csv`` and ``leaderboard.csv``.
+  sample_submission.csv, ...}``, ``prepared/private/<answers>.csv`` and ``leaderboard.csv``, which
+  MLE-bench keeps in its repository (``mlebench/competitions/<id>/``), not in the prepared data.
 * ``dsbench`` (DSBench data modeling, RPG-scored, no leaderboard): ``data_resplit/<name>/``,
-  ``task/<name>.txt`` and ``answers/<name>/test_answer.csv``; see :mod:`wmrl_envs.tasks.dsbench_layout`.
+  ``task/<name>.txt``, ``answers/<name>/test_answer.csv`` and, optionally, DSBench's baseline
+  scores in ``save_performance/baseline/``; see :mod:`wmrl_envs.tasks.dsbench_layout`.
 
 Foreign layouts carry no machine-readable metric. Their id and target columns come from the
 sample submission (first column = id); the metric, the task type and anything else come from
 a small overlay file, ``wmrl.yaml`` in the task folder, or from keyword overrides to
-:func:`load_task`. The layouts :func:`load_task` knows are an explicit, ordered registry
+:func:`load_task`. Each foreign layout records its peer's grading conventions in the tasks'
+``meta`` (:mod:`wmrl_envs.grading.conventions`). The layouts :func:`load_task` knows are an explicit, ordered registry
 (:data:`BUILTIN_LAYOUTS`), and they are pluggable: subclass
 :class:`~wmrl_envs.tasks.layout.TaskLayout` (or :class:`~wmrl_envs.tasks.layout.ForeignLayout`)
 and call :func:`register_layout`. A layout whose tasks do not sit directly under a tasks root
@@ -27,11 +30,12 @@ overrides :meth:`~wmrl_envs.tasks.layout.TaskLayout.candidates` to yield its tas
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from wmrl_envs.errors import TaskFormatError, preview
+from wmrl_envs.errors import TaskFormatError, WMRLError, preview
 from wmrl_envs.paths import leaderboards_dir
 from wmrl_envs.tasks.dsbench_layout import DSBenchLayout
 from wmrl_envs.tasks.layout import (
@@ -39,6 +43,7 @@ from wmrl_envs.tasks.layout import (
     OVERLAY_FILE,
     SPEC_KEYS,
     ForeignLayout,
+    Problems,
     TaskFiles,
     TaskLayout,
     check_answers,
@@ -147,33 +152,43 @@ class MLEDojoLayout(ForeignLayout):
         return (path / "data" / "public").is_dir() or (path / "data" / "private").is_dir()
 
     def files(self, path: Path, located: Mapping[str, Any], require_leaderboard: bool) -> TaskFiles:
-        public = require_dir(path / "data" / "public", "data/public/ folder")
-        private = require_dir(path / "data" / "private", "data/private/ folder")
+        problems = Problems(path)
+        public = problems.check(require_dir, path / "data" / "public", "data/public/ folder")
+        problems.check(require_dir, path / "data" / "private", "data/private/ folder")
         description = path / str(located.get("description", "data/public/description.txt"))
-        answers = path / str(located["answers"]) if "answers" in located else private / "test_answer.csv"
+        answers = path / str(located["answers"]) if "answers" in located else path / "data/private/test_answer.csv"
+        description = problems.check(require_file, description, "description (data/public/description.txt)")
+        sample = problems.check(_sample_submission, public, located, path) if public else None
+        answers = problems.check(require_file, answers, "answers (data/private/test_answer.csv)")
+        boards = problems.check(self._leaderboards, path, located, require_leaderboard)
+        problems.raise_if_any()
+        return TaskFiles(description, public, sample, answers, boards)
+
+    @staticmethod
+    def _leaderboards(path: Path, located: Mapping[str, Any], require_leaderboard: bool) -> tuple[Path, ...]:
+        private = path / "data" / "private"
         if "leaderboard" in located:
             boards = [path / str(located["leaderboard"])]
         else:
-            boards = [b for b in (private / "private_leaderboard.csv", private / "public_leaderboard.csv") if b.is_file()]
+            named = (private / "private_leaderboard.csv", private / "public_leaderboard.csv")
+            boards = [b for b in named if b.is_file()]
             if not boards and require_leaderboard:
                 raise TaskFormatError(f"{private}: missing leaderboard: add private_leaderboard.csv and/or "
                                       "public_leaderboard.csv (rank,score)")
-        return TaskFiles(
-            description=require_file(description, "description (data/public/description.txt)"),
-            public_dir=public,
-            sample_submission=_sample_submission(public, located, path),
-            answers=require_file(answers, "answers (data/private/test_answer.csv)"),
-            leaderboards=tuple(check_leaderboard(b) for b in boards if b.is_file() or require_leaderboard),
-        )
+        return tuple(check_leaderboard(b) for b in boards if b.is_file() or require_leaderboard)
 
 
 class MLEBenchLayout(ForeignLayout):
-    """MLE-bench prepared competitions: ``prepared/public``, ``prepared/private``, ``leaderboard.csv``."""
+    """MLE-bench prepared competitions: ``prepared/public``, ``prepared/private``, ``leaderboard.csv``.
+
+    MLE-bench's grader rounds scores to 5 decimals before it ranks them; so do these tasks.
+    """
 
     name = "mlebench"
     default_suite = "mlebench"
     summary = ("prepared/public/{description.md, sample_submission.csv}, prepared/private/<answers>.csv, "
-               "leaderboard.csv, wmrl.yaml")
+               "leaderboard.csv (from MLE-bench's repository), wmrl.yaml")
+    grading_meta: ClassVar[Mapping[str, Any]] = {"score_decimals": 5}
     #: Preferred answer file names when prepared/private holds several CSV files.
     answer_names: ClassVar[tuple[str, ...]] = ("answers.csv", "test.csv", "gold_submission.csv", "solution.csv")
 
@@ -181,23 +196,35 @@ class MLEBenchLayout(ForeignLayout):
         return (path / "prepared").is_dir()
 
     def files(self, path: Path, located: Mapping[str, Any], require_leaderboard: bool) -> TaskFiles:
-        public = require_dir(path / "prepared" / "public", "prepared/public/ folder")
-        private = require_dir(path / "prepared" / "private", "prepared/private/ folder")
+        problems = Problems(path)
+        public = problems.check(require_dir, path / "prepared" / "public", "prepared/public/ folder")
+        private = problems.check(require_dir, path / "prepared" / "private", "prepared/private/ folder")
         if "description" in located:
             description = path / str(located["description"])
         else:
-            description = next((p for p in (public / "description.md", path / "description.md") if p.is_file()),
-                               public / "description.md")
+            description = next((p for p in (path / "prepared/public/description.md", path / "description.md")
+                                if p.is_file()), path / "prepared/public/description.md")
+        description = problems.check(require_file, description, "description (prepared/public/description.md)")
+        sample = problems.check(_sample_submission, public, located, path) if public else None
+        answers = problems.check(self._answers, path, private, located) if private else None
+        boards = problems.check(self._leaderboard, path, located, require_leaderboard)
+        problems.raise_if_any()
+        return TaskFiles(description, public, sample, answers, boards)
+
+    @staticmethod
+    def _leaderboard(path: Path, located: Mapping[str, Any], require_leaderboard: bool) -> tuple[Path, ...]:
         board = path / str(located.get("leaderboard", "leaderboard.csv"))
-        if not board.is_file() and require_leaderboard:
-            raise TaskFormatError(f"{board}: missing leaderboard (MLE-bench's leaderboard.csv with a score column)")
-        return TaskFiles(
-            description=require_file(description, "description (prepared/public/description.md)"),
-            public_dir=public,
-            sample_submission=_sample_submission(public, located, path),
-            answers=self._answers(path, private, located),
-            leaderboards=(check_leaderboard(board),) if board.is_file() else (),
-        )
+        if board.is_file():
+            return (check_leaderboard(board),)
+        if require_leaderboard:
+            # The folder name is the competition id: MLE-bench prepares <data-dir>/<id>/prepared/.
+            raise TaskFormatError(
+                f"{board}: missing leaderboard. MLE-bench keeps it in its repository, not in the prepared data: "
+                f"copy mlebench/competitions/{path.name}/leaderboard.csv from a checkout of "
+                "https://github.com/openai/mle-bench (a Git LFS file: run `git lfs pull` there first) to "
+                f"{board}, or set leaderboard in {OVERLAY_FILE}"
+            )
+        return ()
 
     def _answers(self, path: Path, private: Path, located: Mapping[str, Any]) -> Path:
         if "answers" in located:
@@ -274,18 +301,50 @@ def load_task(path: str | Path, *, require_leaderboard: bool = True, **overrides
     return layout.load(path, overrides, require_leaderboard)
 
 
-def discover_tasks(root: Path, *, require_leaderboard: bool = True) -> list[Task]:
+@dataclass(frozen=True)
+class LoadFailure:
+    """A task folder, or a built-in suite, that did not load.
+
+    Attributes:
+        path: The folder (or the suite file).
+        source: What it was read as: ``"<layout> layout"`` or ``"built-in suite <name>"``.
+        error: Why it did not load (the error's message).
+    """
+
+    path: str
+    source: str
+    error: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "source": self.source, "load_error": self.error}
+
+
+def discover_tasks(root: Path, *, require_leaderboard: bool = True,
+                   failures: list[LoadFailure] | None = None) -> list[Task]:
     """Every task under a tasks root: the root itself if it is a task, else the folders inside it.
 
-    Folders no layout recognises are skipped; a recognised but broken folder raises.
+    Folders no layout recognises are skipped. A recognised but broken folder raises, or, when a
+    ``failures`` list is given, is appended to it and skipped, so one bad folder blocks only itself.
     """
     if not root.is_dir():
         return []
     own = detect_layout(root)
-    if own is not None:
-        return [own.load(root, {}, require_leaderboard)]
-    seen: set[Path] = set()
+    found = [(root, own)] if own is not None else list(_candidates(root))
     tasks: list[Task] = []
+    for path, layout in found:
+        try:
+            tasks.append(layout.load(path, {}, require_leaderboard))
+        # A user's folder may hold any unreadable file (pandas raises ValueError subclasses).
+        except (WMRLError, OSError, ValueError) as exc:
+            if failures is None:
+                raise
+            failures.append(LoadFailure(str(path), f"{layout.name} layout", str(exc) or type(exc).__name__))
+    return tasks
+
+
+def _candidates(root: Path) -> Iterator[tuple[Path, TaskLayout]]:
+    """The task folders under a tasks root and the layout that recognises each, once each."""
+    seen: set[Path] = set()
     for layout in _LAYOUTS:
         for candidate in layout.candidates(root):
             if candidate in seen:
@@ -293,5 +352,4 @@ def discover_tasks(root: Path, *, require_leaderboard: bool = True) -> list[Task
             found = detect_layout(candidate)
             if found is not None:
                 seen.add(candidate)
-                tasks.append(found.load(candidate, {}, require_leaderboard))
-    return tasks
+                yield candidate, found

