@@ -9,7 +9,9 @@ One step, top to bottom (:meth:`WMRLTrainer.train_step`):
    through the run's :class:`~wmrl_envs.scoring.ScoringCore` (the one a fused env uses): one
    world-model batch over every group, one parallel fan-out over the anchors.
 3. **Debias.** Inside the core, anchor pairs (world-model score, real score) refit the isotonic
-   calibrator before world-model samples get calibrated scores.
+   calibrator before world-model samples get calibrated scores. The schedule's adaptive rule
+   then reads the calibrator's audit and η̂² and sets the next step's anchor share
+   (``anchors/fraction``, ``anchors/reason``; it moves only with ``adaptive_anchors``).
 4. **Advantages.** Group-relative, within each group (all members share a stream).
 5. **Denoise and update.** Anchor samples get the inverse-variance weight
    ``w_A = clip(1 + c * eta2, 1, w_max)``, world-model samples 1, normalised to mean 1; the
@@ -30,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import csv
-import dataclasses
 import json
 import os
 import random
@@ -106,6 +107,8 @@ class WMRLTrainer:
         cfg, step = self.config, self.step
         outcomes = self.collect(step)
         rollouts, rewards, is_anchor, metrics = self._rewards(outcomes)
+        if cfg.uses_anchors and isinstance(self.core.schedule, StepSchedule):
+            metrics.update(self._adapt_anchors(step))
         if cfg.uses_anchors and self.c is None:  # warmup, or warmup extended until anchors carry signal
             self._remember_warmup([o for o in outcomes if o.stream == "anchor"])
         if cfg.uses_anchors and self.c is None and step + 1 >= cfg.schedule.warmup_steps:
@@ -143,6 +146,17 @@ class WMRLTrainer:
         metrics["train/dropped"] = float(sum(len(o.rollouts) for o in outcomes) - len(rollouts))
         return rollouts, np.array(rewards), np.array(is_anchor, dtype=bool), metrics
 
+    def _adapt_anchors(self, step: int) -> dict[str, float]:
+        """The schedule's adaptive-anchoring rule, once per step after its anchors reached the calibrator."""
+        fraction, reason = self.core.schedule.adapt(step, self.calibrator.audit().monotone_ok, self._eta2())
+        return {"anchors/fraction": fraction, "anchors/reason": float(reason)}
+
+    def _eta2(self) -> float:
+        """η̂² once the calibrator has the pairs of a map (``min_pairs_global``), else NaN: the
+        residual of a few raw scores says little about the world model."""
+        calibrator = self.calibrator
+        return calibrator.eta2 if calibrator.n_pairs >= calibrator.config.min_pairs_global else float("nan")
+
     def _update(self, rollouts: list[Rollout], rewards: np.ndarray, is_anchor: np.ndarray) -> dict[str, float]:
         cfg = self.config.loss
         group_ids = [r.group_id for r in rollouts]
@@ -179,8 +193,7 @@ class WMRLTrainer:
     def _measure_fusion_constant(self) -> None:
         """Set c from per-sample gradient variances of the warmup anchors, scored both ways."""
         samples = self._warmup_samples
-        calibrator = self.calibrator
-        eta2 = calibrator.eta2 if calibrator.n_pairs >= calibrator.config.min_pairs_global else float("nan")
+        eta2 = self._eta2()
         advantage = self.config.loss.advantage
         if len(samples) < 4 or not np.isfinite(eta2):
             self.core.c = 0.0  # not enough evidence: plain averaging, said so in the log
@@ -300,17 +313,19 @@ def make_core(config: WMRLConfig) -> ScoringCore:
     """The scoring core of a run: the mode's schedule, a calibrator of its own, the family's scorer.
 
     ``real`` executes every group, ``world_model`` scores every group with the raw world model,
-    and the ``wmrl`` modes anchor a share of each step's groups. The calibrator's hold-out draw
-    is seeded with the run's seed; ``c`` is measured in warmup unless configured.
+    and the ``wmrl`` modes anchor a share of each step's groups (adaptively with
+    ``adaptive_anchors``). The calibrator records the run's seed; ``c`` is measured in warmup
+    unless configured.
     """
     sched = config.schedule
     if config.uses_anchors:
         schedule = StepSchedule(sched.tasks_per_step, sched.anchor_fraction, config.seed, sched.warmup_steps,
-                                sched.warmup_anchor_fraction)
+                                sched.warmup_anchor_fraction, adaptive=sched.adaptive_anchors,
+                                eta2_bound=sched.eta2_bound, max_anchor_fraction=sched.max_anchor_fraction)
     else:
         schedule = ConstantSchedule(config.mode)
     make_scorer = get_family(config.family.env_id).make_scorer
-    calibrator = Calibrator(dataclasses.replace(config.calibration, seed=config.seed))
+    calibrator = Calibrator(config.calibration)
     return ScoringCore(schedule, calibrator, config.fusion, debias=config.debias, denoise=config.denoise,
                        measure_c=True, scorer=make_scorer(config) if make_scorer else None)
 

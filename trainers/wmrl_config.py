@@ -24,6 +24,7 @@ from typing import Any
 from wmrl_envs.calibration import CalibratorConfig
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.scoring import FusionConfig
+from wmrl_envs.scoring.schedule import check_adaptation
 
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
 ADVANTAGES = ("std", "mean")
@@ -65,13 +66,30 @@ class FamilyConfig:
 
 @dataclass
 class ScheduleConfig:
-    """How many groups a step has, how large they are, and how many are anchors."""
+    """How many groups a step has, how large they are, and how many are anchors.
+
+    Adaptive anchoring (off by default; the rule is ``StepSchedule.adapt`` in
+    :mod:`wmrl_envs.scoring.schedule`): after a step whose audit fails, or whose η̂² is above
+    ``eta2_bound``, the anchor share doubles, up to ``max_anchor_fraction``; once three steps in
+    a row passed, each passing step halves it, back down to ``anchor_fraction``. The trainer
+    logs the share of the next step as ``anchors/fraction`` and the failed checks as
+    ``anchors/reason`` (a bitmask: 1 the audit, 2 the η̂² bound, 0 none; logged with adaptation
+    off too).
+    """
 
     tasks_per_step: int = field(default=8, metadata={"help": "B: groups (tasks) per step"})
     group_size: int = field(default=4, metadata={"help": "G: rollouts per group"})
     anchor_fraction: float = field(default=0.1, metadata={"help": "share of groups executed as anchors"})
     warmup_steps: int = field(default=2, metadata={"help": "steps that measure the fusion constant c"})
     warmup_anchor_fraction: float = field(default=0.5, metadata={"help": "anchor share during warmup"})
+    adaptive_anchors: bool = field(default=False, metadata={
+        "help": "adaptive anchoring: double the anchor share after a step whose audit fails (or whose eta2 "
+                "exceeds --eta2-bound), halve it back towards --anchor-fraction once three in a row passed"})
+    eta2_bound: float | None = field(default=None, metadata={
+        "help": "adaptive anchoring: a step whose calibrator residual eta2 is above this fails too; "
+                "default: only the audit fails a step"})
+    max_anchor_fraction: float = field(default=1.0, metadata={
+        "help": "adaptive anchoring: the highest anchor share (1.0: every group executed)"})
 
     def __post_init__(self) -> None:
         if self.tasks_per_step < 1:
@@ -83,6 +101,7 @@ class ScheduleConfig:
         for name in ("anchor_fraction", "warmup_anchor_fraction"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+        check_adaptation(self.anchor_fraction, self.eta2_bound, self.max_anchor_fraction)
 
 
 @dataclass
@@ -131,7 +150,7 @@ class WMRLConfig:
     mode: str = field(default="wmrl", metadata={"help": f"one of {MODES}"})
     steps: int = field(default=30, metadata={"help": "optimiser steps (one batch of groups each)"})
     seed: int = field(default=0, metadata={
-        "help": "seeds policy init, sampling, the anchor schedule and the calibrator's hold-out draw"})
+        "help": "seeds policy init, sampling and the anchor schedule"})
     output_dir: str = field(default="runs/wmrl", metadata={"help": "run folder (metrics, checkpoints, plots)"})
     checkpoint_every: int = field(default=5, metadata={"help": "steps between checkpoints (0: only at the end)"})
     tensorboard: bool = field(default=True, metadata={"help": "write TensorBoard events when available"})
@@ -152,6 +171,8 @@ class WMRLConfig:
             raise ConfigError(f"warmup_steps must be in [0, steps), got {self.schedule.warmup_steps}")
         if self.uses_anchors and self.fusion.c is None and self.schedule.warmup_steps == 0:
             raise ConfigError("wmrl modes measure c in warmup: set warmup_steps >= 1 or give fusion_c")
+        if self.schedule.adaptive_anchors and not self.uses_anchors:
+            raise ConfigError(f"adaptive anchoring needs a wmrl mode; mode {self.mode!r} has no anchors")
 
     @property
     def uses_anchors(self) -> bool:
@@ -206,8 +227,8 @@ GROUPS: dict[str, type] = {"family": FamilyConfig, "schedule": ScheduleConfig, "
                            "fusion": FusionConfig, "calibration": CalibratorConfig}
 #: Prefix of each group's flat names (command-line flags are these with ``-`` for ``_``).
 FLAT_PREFIXES = {"family": "", "schedule": "", "loss": "", "fusion": "fusion_", "calibration": "calibration_"}
-#: Calibrator fields that are not flags: the score range is the reward's, the seed the run's.
-CALIBRATION_FIXED = ("score_range", "seed")
+#: Calibrator fields that are not flags: the score range is the reward's.
+CALIBRATION_FIXED = ("score_range",)
 
 
 def _default(group: str):

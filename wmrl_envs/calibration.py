@@ -8,8 +8,12 @@ world-model score. Two numbers leave this module for the trainer:
   cross-fitted, so it is not optimistic, and it sets the anchor weight of the
   inverse-variance gradient fusion (``trainers/fusion.py``).
 * :meth:`Calibrator.audit`, the Assumption-6 audit. Debiasing assumes the world model's
-  bias is a monotone distortion of the true score. Rank statistics on held-back pairs and a
-  cross-fitted non-monotone challenger flag cases where it is not.
+  bias is a monotone distortion of the true score. Rank statistics of raw world-model vs real
+  scores and a cross-fitted non-monotone challenger flag cases where it is not.
+
+A world model whose error drifts during training (the policy moves away from what it was
+trained on) is tracked by forgetting: :attr:`CalibratorConfig.pair_window` keeps the maps, η̂²
+and the audit on the most recent pairs.
 
 What the caller adds: an invalid submission enters as real score 0, like any reward. An
 infrastructure failure (the sandbox could not start, the grader timed out) is not a score.
@@ -21,7 +25,6 @@ the files.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import threading
@@ -42,9 +45,18 @@ _STATE_FORMAT = 1
 # Candidates for task_prior_pairs=None, from full pooling (the global map alone) to none.
 # Listed in that order so that a tie keeps the more pooled, less variable, value.
 _TASK_PRIOR_GRID = (math.inf, 64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0, 0.0)
-# Below this many held-back pairs (globally, or for one task) rank statistics are too noisy
-# to flag on: Spearman's rho has a standard error of about 1/sqrt(n - 1).
-_MIN_AUDIT_PAIRS = 20
+# Rank statistics (globally, or for one task) flag from this many pairs on. Raw scores are not
+# fitted, so every pair counts and none is held back. Chosen by a synthetic power check
+# (s ~ U(0.2, 0.8), real = s + N(0, 0.04), 400 draws per cell; tests/unit/test_calibration.py
+# keeps a smaller copy): a sound but noisy world model (wm = s + N(0, 0.2), rho about 0.63)
+# is flagged on 14% of draws at 20 pairs, 4% at 30 and 40, 0.7% at 60; one like the shipped
+# surrogate (rho about 0.74) on 2%, 0.7%, 0.3%, 0%; a reversed one (rho -0.84) on every draw
+# from 20 on. At 40 pairs (the main job's fourth step) a false alarm is rare and a reversal
+# certain.
+_MIN_RANK_PAIRS = 40
+# The cross-fitted challenger runs from this many pairs on: it compares two fits on the same
+# pairs, paired, so it needs fewer than a rank statistic against a fixed threshold.
+_MIN_CHALLENGER_PAIRS = 20
 
 
 @dataclass(frozen=True)
@@ -72,17 +84,19 @@ class CalibratorConfig:
             A world model whose error does not depend on the task (MLE-Dojo held-out) then
             keeps the global map; one with a per-task bias (the MLE-trained surrogate on
             DSBench) gets per-task maps (``bench/calibrator_settings.py``).
-        holdout_fraction: Share of pairs held back from the maps for the audit. A hash of
-            ``(seed, pair counter)`` picks them, so a rerun holds back the same pairs.
         cv_folds: Folds of the cross-fitted residuals behind ``eta2`` and the audit's MAE.
-        eta2_window: ``eta2`` averages over this many of the most recent fitted pairs, which
-            tracks a policy whose scores drift. ``None`` averages over all of them.
+        pair_window: Forgetting: the maps, ``eta2`` and the audit read only the
+            ``pair_window`` most recent pairs, so a world model whose distortion drifts during
+            training is tracked. Older pairs stay in the state, so a reload applies the same
+            window. ``None`` (the default) reads every pair.
+        eta2_window: ``eta2`` averages over this many of the most recent pairs (of those
+            ``pair_window`` keeps), which tracks a policy whose scores drift. ``None`` averages
+            over all of them.
         min_spearman: The audit flags a Spearman rho (raw vs real) below this, globally or
             for one task.
         max_discordant_rate: The audit flags a discordant-pair rate above this.
         nonmonotone_z: The audit flags when a non-monotone challenger beats the calibrated
             scores, cross-fitted, by more than this many standard errors.
-        seed: Seeds the hold-out assignment.
         centered: Interpolate the fitted map through the centroid of each isotonic block
             (centered isotonic regression) instead of keeping each block flat. Both maps
             are monotone and fitted by the same ``IsotonicRegression``; the centered one is
@@ -96,8 +110,9 @@ class CalibratorConfig:
     min_pairs_per_task: int = field(default=2, metadata={"help": "fitted pairs a task needs for a map of its own"})
     task_prior_pairs: float | None = field(default=None, metadata={
         "help": "global pseudo-pairs in each task's map; default: chosen out of fold from the anchors"})
-    holdout_fraction: float = field(default=0.1, metadata={"help": "share of pairs held back for the audit"})
     cv_folds: int = field(default=5, metadata={"help": "folds of the cross-fitted residual eta2"})
+    pair_window: int | None = field(default=None, metadata={
+        "help": "forgetting: maps, eta2 and the audit use the most recent N pairs; default: all"})
     eta2_window: int | None = field(default=None, metadata={
         "help": "eta2 averages the most recent N fitted pairs; default: all"})
     min_spearman: float = field(default=0.3, metadata={"help": "the audit flags a Spearman rho below this"})
@@ -105,7 +120,6 @@ class CalibratorConfig:
         "help": "the audit flags a discordant-pair rate above this"})
     nonmonotone_z: float = field(default=3.0, metadata={
         "help": "the audit flags a non-monotone challenger better by this many standard errors"})
-    seed: int = field(default=0, metadata={"help": "seeds the hold-out draw"})
     centered: bool = field(default=True, metadata={
         "help": "interpolate through isotonic block centroids (strictly increasing map)"})
 
@@ -117,7 +131,7 @@ class CalibratorConfig:
         lo, hi = self.score_range
         _require(math.isfinite(lo) and math.isfinite(hi) and lo < hi,
                  f"score_range must be finite with lo < hi, got {self.score_range}")
-        for name in ("min_pairs_global", "min_pairs_per_task", "cv_folds", "seed"):
+        for name in ("min_pairs_global", "min_pairs_per_task", "cv_folds"):
             value = getattr(self, name)
             _require(isinstance(value, int) and not isinstance(value, bool),
                      f"{name} must be an int, got {value!r}")
@@ -133,9 +147,13 @@ class CalibratorConfig:
                      and math.isfinite(self.task_prior_pairs) and self.task_prior_pairs >= 0),
                  f"task_prior_pairs must be None (chosen from the anchors) or a finite number >= 0, "
                  f"got {self.task_prior_pairs!r}")
-        _require(0.0 < self.holdout_fraction < 1.0,
-                 f"holdout_fraction must be in (0, 1), got {self.holdout_fraction}")
         _require(self.cv_folds >= 2, f"cv_folds must be >= 2, got {self.cv_folds}")
+        # A window shorter than min_pairs_global would never fit a map.
+        _require(self.pair_window is None
+                 or (isinstance(self.pair_window, int) and not isinstance(self.pair_window, bool)
+                     and self.pair_window >= self.min_pairs_global),
+                 f"pair_window must be None or an int >= min_pairs_global ({self.min_pairs_global}), "
+                 f"got {self.pair_window!r}")
         _require(self.eta2_window is None
                  or (isinstance(self.eta2_window, int) and self.eta2_window >= 1),
                  f"eta2_window must be None or an int >= 1, got {self.eta2_window!r}")
@@ -162,17 +180,16 @@ class AuditReport:
     """Result of the Assumption-6 audit. A statistic is NaN when there is too little data.
 
     Attributes:
-        n_pairs: All pairs added, held back or not.
-        n_holdout: Held-back pairs, which the rank statistics use and no map has seen.
-        spearman_rho: Spearman's rho of raw world-model vs real scores on held-back pairs.
-        discordant_pair_rate: Share of comparable pairs of held-back anchors that the world
-            model orders opposite to the real scores. Two anchors tied in either score are
-            not comparable and are left out.
-        task_spearman: Spearman's rho per task with at least 20 held-back pairs.
+        n_pairs: Pairs the audit read: all of them, or the most recent ``pair_window``.
+        spearman_rho: Spearman's rho of raw world-model vs real scores (from 40 pairs on).
+        discordant_pair_rate: Share of comparable pairs of anchors that the world model
+            orders opposite to the real scores (from 40 pairs on). Two anchors tied in either
+            score are not comparable and are left out.
+        task_spearman: Spearman's rho per task with at least 40 pairs.
         nonmonotone_z: How many standard errors the unconstrained challenger (mean real
             score per world-model-score quantile bin) beats the calibrated scores by, in
-            cross-fitted squared error over fitted pairs. Positive: the challenger is better.
-        mae_raw: MAE of raw scores (clipped to range) vs real scores, over fitted pairs.
+            cross-fitted squared error (from 20 pairs on). Positive: the challenger is better.
+        mae_raw: MAE of raw scores (clipped to range) vs real scores.
         cv_calibration_mae: MAE of cross-fitted calibrated scores vs real scores, over the
             same pairs.
         monotone_ok: False when any check flags a non-monotone bias.
@@ -180,7 +197,6 @@ class AuditReport:
     """
 
     n_pairs: int
-    n_holdout: int
     spearman_rho: float
     discordant_pair_rate: float
     task_spearman: dict[str, float]
@@ -231,14 +247,13 @@ class Calibrator:
         self._wm = np.empty(0)
         self._real = np.empty(0)
         self._tasks = np.empty(0, dtype=object)  # str, or None for untasked pairs
-        self._held = np.empty(0, dtype=bool)
         self._maps = _Maps(None, {}, math.inf)
         self._oof: np.ndarray | None = None  # cross-fitted predictions, computed lazily
         self._audit: AuditReport | None = None
 
     @property
     def n_pairs(self) -> int:
-        """Number of pairs added so far, held back or not."""
+        """Number of pairs added so far (``pair_window`` forgets none of the state)."""
         with self._lock:
             return int(self._wm.size)
 
@@ -266,17 +281,13 @@ class Calibrator:
             if outside.size:
                 raise ConfigError(f"real_scores must lie in score_range {self.config.score_range};"
                                   f" index {outside[0]} is {real[outside[0]]}")
-            start = self._wm.size
-            held = [_held_back(self.config.seed, i, self.config.holdout_fraction)
-                    for i in range(start, start + wm.size)]
             self._wm = np.concatenate([self._wm, wm])
             self._real = np.concatenate([self._real, real])
             self._tasks = np.concatenate([self._tasks, tasks])
-            self._held = np.concatenate([self._held, np.array(held, dtype=bool)])
             # Refit eagerly, because calibrate() follows every add in a training step. The
             # cross-fit and the audit are recomputed lazily, only when read.
-            fit = ~self._held
-            self._maps = _fit_maps(self._wm[fit], self._real[fit], self._tasks[fit], self.config)
+            recent = self._recent()
+            self._maps = _fit_maps(self._wm[recent], self._real[recent], self._tasks[recent], self.config)
             self._oof = None
             self._audit = None
 
@@ -310,7 +321,7 @@ class Calibrator:
     def eta2(self) -> float:
         """Cross-fitted mean squared residual of calibrated vs real scores (NaN if no pairs).
 
-        Each fitted pair is predicted by the same maps as calibrate() uses (identity, or
+        Each pair (of the window) is predicted by the same maps as calibrate() uses (identity, or
         global plus the same per-task maps), refitted on the other ``cv_folds - 1`` folds.
         In-sample isotonic residuals are optimistic, because the map bends toward each
         pair's own noise. Cross-fitted residuals estimate the error on a new score instead.
@@ -318,25 +329,26 @@ class Calibrator:
         pairs.
         """
         with self._lock:
-            residual = self._cross_fitted() - self._real[~self._held]
+            residual = self._cross_fitted() - self._real[self._recent()]
             return _windowed_mean(residual**2, self.config.eta2_window)
 
     @property
     def eta2_in_sample(self) -> float:
         """In-sample mean squared residual over the same window, for reference only."""
         with self._lock:
-            fit = ~self._held
-            calibrated = _apply(self._maps, self._wm[fit], self._tasks[fit], self.config)
-            return _windowed_mean((calibrated - self._real[fit]) ** 2, self.config.eta2_window)
+            recent = self._recent()
+            calibrated = _apply(self._maps, self._wm[recent], self._tasks[recent], self.config)
+            return _windowed_mean((calibrated - self._real[recent]) ** 2, self.config.eta2_window)
 
     def audit(self) -> AuditReport:
         """Run the Assumption-6 audit: is real score a monotone function of world-model score?
 
         * Spearman's rho, raw world-model vs real score, must be at least ``min_spearman``.
-          So must the rho of each task with enough held-back pairs, which catches a world
-          model that ranks one task the wrong way.
+          So must the rho of each task with enough pairs, which catches a world model that
+          ranks one task the wrong way.
         * The discordant-pair rate must be at most ``max_discordant_rate``.
-        * Both rank checks use held-back pairs, which no map has seen.
+        * Both rank checks read raw scores, which no map is fitted to, so every pair counts
+          (none is held back) and they report from 40 pairs on.
         * An unconstrained challenger, the mean real score per quantile bin of world-model
           score, must not beat the calibrated scores by more than ``nonmonotone_z``
           standard errors in cross-fitted squared error. This catches a local reversal
@@ -402,11 +414,16 @@ class Calibrator:
         calibrator.load_state_dict(json.loads(text))
         return calibrator
 
+    def _recent(self) -> slice:
+        """The pairs the maps, η̂² and the audit read: the most recent ``pair_window``, or all."""
+        window = self.config.pair_window
+        return slice(0 if window is None else max(0, self._wm.size - window), self._wm.size)
+
     def _cross_fitted(self) -> np.ndarray:
-        """Out-of-fold calibrated score of every fitted pair, in pair order (cached)."""
+        """Out-of-fold calibrated score of every pair of the window, in pair order (cached)."""
         if self._oof is None:
-            fit = ~self._held
-            wm, real, tasks = self._wm[fit], self._real[fit], self._tasks[fit]
+            recent = self._recent()
+            wm, real, tasks = self._wm[recent], self._real[recent], self._tasks[recent]
             if self._maps.global_map is None:  # the identity has nothing to cross-fit
                 self._oof = np.clip(wm, *self.config.score_range)
             else:
@@ -416,37 +433,36 @@ class Calibrator:
         return self._oof
 
     def _folds(self) -> np.ndarray:
-        # The j-th fitted pair is in fold j mod K, so a pair keeps its fold as pairs
-        # accumulate (eta2 moves smoothly), and two fitted pairs already give two folds.
-        return np.arange(np.count_nonzero(~self._held)) % self.config.cv_folds
+        # The j-th pair is in fold j mod K, so a pair keeps its fold as pairs accumulate and
+        # the window slides (eta2 moves smoothly), and two pairs already give two folds.
+        recent = self._recent()
+        return np.arange(recent.start, recent.stop) % self.config.cv_folds
 
     def _run_audit(self) -> AuditReport:
         cfg = self.config
-        fit, held = ~self._held, self._held
-        wm_fit, real_fit = self._wm[fit], self._real[fit]
-        wm_held, real_held, tasks_held = self._wm[held], self._real[held], self._tasks[held]
+        recent = self._recent()
+        wm, real, tasks = self._wm[recent], self._real[recent], self._tasks[recent]
 
         rho = discordant = z = math.nan
         task_rho: dict[str, float] = {}
-        if wm_held.size >= _MIN_AUDIT_PAIRS:
-            rho = _spearman(wm_held, real_held)
-            discordant = _discordant_rate(wm_held, real_held)
-            for name, count in Counter(t for t in tasks_held if t is not None).items():
-                if count >= _MIN_AUDIT_PAIRS:
-                    rows = tasks_held == name
-                    task_rho[name] = _spearman(wm_held[rows], real_held[rows])
-        residual = self._cross_fitted() - real_fit
-        if wm_fit.size >= _MIN_AUDIT_PAIRS and self._maps.global_map is not None:
-            # Cross-fitted like eta2, not scored on the held-back pairs: a local reversal
-            # needs the roughly 9x larger fitted set to stand out from the noise.
+        if wm.size >= _MIN_RANK_PAIRS:
+            rho = _spearman(wm, real)
+            discordant = _discordant_rate(wm, real)
+            for name, count in Counter(t for t in tasks if t is not None).items():
+                if count >= _MIN_RANK_PAIRS:
+                    rows = tasks == name
+                    task_rho[name] = _spearman(wm[rows], real[rows])
+        residual = self._cross_fitted() - real
+        if wm.size >= _MIN_CHALLENGER_PAIRS and self._maps.global_map is not None:
+            # Cross-fitted like eta2: the maps it competes with are fitted on these pairs.
             challenger = _cross_fit(self._folds(), lambda train, test: _binned_means(
-                wm_fit[train], real_fit[train], wm_fit[test]))
-            z = _paired_z(residual**2 - (challenger - real_fit) ** 2)
+                wm[train], real[train], wm[test]))
+            z = _paired_z(residual**2 - (challenger - real) ** 2)
 
         reasons = []
         if rho < cfg.min_spearman:  # NaN compares False: no flag without data
             reasons.append(f"Spearman rho {rho:.3f} of raw vs real scores on "
-                           f"{wm_held.size} held-back pairs is below {cfg.min_spearman}")
+                           f"{wm.size} pairs is below {cfg.min_spearman}")
         if discordant > cfg.max_discordant_rate:
             reasons.append(f"discordant-pair rate {discordant:.3f} is above "
                            f"{cfg.max_discordant_rate}")
@@ -459,13 +475,12 @@ class Calibrator:
                            f"{z:.1f} standard errors (threshold {cfg.nonmonotone_z})")
 
         return AuditReport(
-            n_pairs=int(self._wm.size),
-            n_holdout=int(wm_held.size),
+            n_pairs=int(wm.size),
             spearman_rho=rho,
             discordant_pair_rate=float(discordant),
             task_spearman=task_rho,
             nonmonotone_z=z,
-            mae_raw=_mean(np.abs(np.clip(wm_fit, *cfg.score_range) - real_fit)),
+            mae_raw=_mean(np.abs(np.clip(wm, *cfg.score_range) - real)),
             cv_calibration_mae=_mean(np.abs(residual)),
             monotone_ok=not reasons,
             reasons=reasons,
@@ -631,16 +646,14 @@ def _cross_fit(folds: np.ndarray,
     return out
 
 
-def _held_back(seed: int, counter: int, fraction: float) -> bool:
-    # A keyed hash rather than an RNG stream: the flag of pair i depends on nothing else,
-    # so batch sizes and restarts cannot shift the hold-out set.
-    digest = hashlib.blake2b(f"{seed}:{counter}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2.0**64 < fraction
-
-
 def _binned_means(wm_fit: np.ndarray, real_fit: np.ndarray, wm_eval: np.ndarray) -> np.ndarray:
-    """Mean real score per quantile bin of the world-model score (about n^(1/3) bins)."""
-    n_bins = max(2, round(wm_fit.size ** (1 / 3)))
+    """Mean real score per quantile bin of the world-model score (about sqrt(n) bins)."""
+    # sqrt(n) bins, not the n^(1/3) that suits a smooth curve: solution families put world-model
+    # scores in clusters, and a wide bin straddling two of them hides a swap of two families.
+    # Synthetic check (three families, two swapped, audited every 4 pairs): flagged within 100
+    # pairs on 37 of 40 draws, against 6 of 10 with n^(1/3) bins; still no alarm on monotone
+    # or noisy world models (0 of 40 draws each).
+    n_bins = max(2, round(wm_fit.size ** 0.5))
     edges = np.unique(np.quantile(wm_fit, np.linspace(0, 1, n_bins + 1)[1:-1]))
     bins = np.searchsorted(edges, wm_fit, side="right")
     sums = np.bincount(bins, weights=real_fit, minlength=edges.size + 1)

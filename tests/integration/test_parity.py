@@ -15,8 +15,6 @@ number of calibrator pairs are compared exactly.
 
 from __future__ import annotations
 
-import dataclasses
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -41,8 +39,24 @@ def trainer_steps(trainer: WMRLTrainer, steps: int) -> list[dict]:
     return out
 
 
-def anchors_first(outcomes):
-    return sorted(outcomes, key=lambda o: o.stream != "anchor")
+def replay(collected: list[dict], play) -> list[dict]:
+    """A user's loop over the trainer's steps: each step's anchor groups first, one episode per
+    rollout, ``play(outcome, rollout) -> (reward, info)``; records streams, rewards and the last
+    anchor's weight."""
+    replayed = []
+    for step in collected:
+        groups, weight = {}, None
+        for outcome in sorted(step["outcomes"], key=lambda o: o.stream != "anchor"):
+            streams, rewards = [], []
+            for rollout in outcome.rollouts:
+                reward, info = play(outcome, rollout)
+                streams.append(info["stream"])
+                rewards.append(reward)
+                if info["stream"] == "anchor":
+                    weight = info["fusion_weight"]
+            groups[outcome.group_id] = (streams, rewards)
+        replayed.append({"groups": groups, "weight": weight})
+    return replayed
 
 
 def assert_same(collected: list[dict], replayed: list[dict], trainer: WMRLTrainer, env_calibrator: Calibrator):
@@ -69,23 +83,16 @@ def test_fused_env_and_trainer_agree_on_code_tasks(tmp_path):
     collected = trainer_steps(trainer, config.steps)
     assert {o.stream for s in collected for o in s["outcomes"]} == {"anchor", "world_model"}
 
-    calibrator = Calibrator(dataclasses.replace(config.calibration, seed=config.seed))
+    calibrator = Calibrator(config.calibration)
     env = gym.make("wmrl/MLEDojo-v0", reward="fused", schedule=trainer.core.schedule, calibrator=calibrator,
                    c=C, w_max=config.fusion.w_max, workers=2, task_ids=list(config.family.task_ids))
-    replayed = []
-    for step in collected:
-        groups, weight = {}, None
-        for outcome in anchors_first(step["outcomes"]):
-            streams, rewards = [], []
-            for rollout in outcome.rollouts:
-                env.reset(options={"task_id": outcome.task_id, "group_id": outcome.group_id})
-                _, reward, _, _, info = env.step(str(rollout.response))
-                streams.append(info["stream"])
-                rewards.append(reward)
-                if info["stream"] == "anchor":
-                    weight = info["fusion_weight"]
-            groups[outcome.group_id] = (streams, rewards)
-        replayed.append({"groups": groups, "weight": weight})
+
+    def play(outcome, rollout):
+        env.reset(options={"task_id": outcome.task_id, "group_id": outcome.group_id})
+        _, reward, _, _, info = env.step(str(rollout.response))
+        return reward, info
+
+    replayed = replay(collected, play)
     env.close()
     trainer.core.close()
     assert_same(collected, replayed, trainer, calibrator)
@@ -111,29 +118,20 @@ def test_fused_env_and_trainer_agree_on_libero(tmp_path):
         adapter.close()
     assert {o.stream for s in collected for o in s["outcomes"]} == {"anchor", "world_model"}
 
-    calibrator = Calibrator(dataclasses.replace(config.calibration, seed=config.seed))
+    calibrator = Calibrator(config.calibration)
     env = gym.make("wmrl/LIBERO-Long-v0", reward="fused", schedule=trainer.core.schedule, calibrator=calibrator,
                    c=C, max_steps=12, wm_horizon=6, task_ids=[kitchen]).unwrapped
-    replayed = []
+
+    def play(outcome, rollout):
+        env.reset(options={"task_id": kitchen, "init_state": rollout.meta["init_state"], "group_id": outcome.group_id})
+        for bins in rollout.tokens["bins"].numpy():  # the trainer's sampled actions, replayed
+            _, reward, terminated, truncated, info = env.step(policy.tokenizer.decode(bins).astype(np.float32))
+            if terminated or truncated:
+                return reward, info
+        raise AssertionError("the replayed episode did not end where the trainer's did")
+
     try:
-        for step in collected:
-            groups, weight = {}, None
-            for outcome in anchors_first(step["outcomes"]):
-                streams, rewards = [], []
-                for rollout in outcome.rollouts:
-                    env.reset(options={"task_id": kitchen, "init_state": rollout.meta["init_state"],
-                                       "group_id": outcome.group_id})
-                    for bins in rollout.tokens["bins"].numpy():  # the trainer's sampled actions, replayed
-                        _, reward, terminated, truncated, info = env.step(
-                            policy.tokenizer.decode(bins).astype(np.float32))
-                        if terminated or truncated:
-                            break
-                    streams.append(info["stream"])
-                    rewards.append(reward)
-                    if info["stream"] == "anchor":
-                        weight = info["fusion_weight"]
-                groups[outcome.group_id] = (streams, rewards)
-            replayed.append({"groups": groups, "weight": weight})
+        replayed = replay(collected, play)
     finally:
         env.close()
     assert_same(collected, replayed, trainer, calibrator)

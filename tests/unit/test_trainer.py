@@ -164,7 +164,7 @@ def test_config_groups_round_trip_and_reach_the_calibrator(tmp_path):
     assert cfg.schedule.anchor_fraction == 0.2 and cfg.fusion.w_max == 2.0
     assert WMRLConfig.from_dict(cfg.to_dict()) == cfg
     trainer = WMRLTrainer(cfg, StepPolicy(), SyntheticAdapter())
-    assert trainer.calibrator.config.min_pairs_global == 7 and trainer.calibrator.config.seed == 3
+    assert trainer.calibrator.config.min_pairs_global == 7
     assert trainer.core.fusion.w_max == 2.0
 
 

@@ -34,7 +34,7 @@ from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.scoring.fusion import FusionConfig, anchor_weight
 from wmrl_envs.scoring.results import ScoredGroup
-from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, check_stream
+from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, StepSchedule, check_stream
 
 
 class GroupScorer(Protocol):
@@ -179,12 +179,16 @@ class ScoringCore:
         self.__dict__.update(state)
 
     def state_dict(self) -> dict[str, Any]:
-        """The run's scoring state: the calibrator's pairs and ``c`` (the schedule is configuration)."""
-        return {"calibrator": self.calibrator.state_dict(), "c": self.c}
+        """The run's scoring state: the calibrator's pairs, ``c`` and what an adaptive schedule
+        recorded (None for a schedule that is configuration only)."""
+        schedule = self.schedule.state_dict() if isinstance(self.schedule, StepSchedule) else None
+        return {"calibrator": self.calibrator.state_dict(), "c": self.c, "schedule": schedule}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.calibrator.load_state_dict(state["calibrator"])
         self.c = state["c"]
+        if state["schedule"] is not None:
+            self.schedule.load_state_dict(state["schedule"])
 
     def close(self) -> None:
         if self.scorer is not None:

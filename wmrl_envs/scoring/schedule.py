@@ -10,19 +10,37 @@ GRPO group is compared within one stream.
   ids ``step * groups_per_step + j``, exactly ``max(1, round(fraction * groups_per_step))``
   anchors drawn from (seed, step); a warmup phase may use a larger fraction. An env user who
   injects it (``gym.make(..., schedule=trainer.core.schedule)``) gets the trainer's streams.
+  With ``adaptive=True`` its fraction follows the audit (:meth:`StepSchedule.adapt`).
 * :class:`ConstantSchedule`: one stream for every group (``real`` GRPO, the raw world model).
 
 Schedules are small, picklable and deterministic: the stream of a group never depends on
 the order in which groups are scored.
+
+**Adaptive anchoring** (:meth:`StepSchedule.adapt`, the one place of the rule). The trainer
+calls it once per step, after the step's anchors reached the calibrator, with the audit's
+verdict and η̂². A step *fails* when the audit finds a non-monotone bias (``monotone_ok`` is
+False: debiasing cannot help, only real rewards can) or η̂² is above ``eta2_bound`` (the
+calibrated scores are too noisy to be worth their saving). After a failing step the anchor
+fraction doubles, up to ``max_anchor_fraction`` (1.0: every group executed, pure real
+rewards). Once the last three steps passed, each passing step halves it, down to the
+configured ``anchor_fraction``: a step that passes says less than one that fails (an audit
+near its power limit flags a real swap on some steps only), so recovery waits for a run of
+passes while escalation does not. A call after step ``s`` records the share from step
+``s + 1`` on, so ``stream(group_id)`` of a step already collected never changes. The trainer
+logs the reason as ``anchors/reason``, a bitmask of the checks that failed
+(:data:`AUDIT_FAILED`, :data:`ETA2_ABOVE_BOUND`). The record is the schedule's state
+(:meth:`StepSchedule.state_dict`), which the scoring core checkpoints; a pickled copy keeps the
+record it was pickled with.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -32,6 +50,11 @@ from wmrl_envs.scoring.results import STREAMS
 # Mixed into the step schedule's generator so its anchor draws never coincide with the
 # trainer's task draws, which also seed on (seed, step).
 _ANCHOR_STREAM = 0xA7C0
+#: Bits of the reason code of :meth:`StepSchedule.adapt` (logged as ``anchors/reason``).
+AUDIT_FAILED = 1
+ETA2_ABOVE_BOUND = 2
+# Passing steps in a row before adaptation lowers the anchor share.
+_RECOVERY_STEPS = 3
 
 
 @runtime_checkable
@@ -81,17 +104,20 @@ class HashSchedule:
         return "anchor" if int.from_bytes(digest[:8], "big") / 2**64 < self.anchor_fraction else "world_model"
 
 
-@dataclass(frozen=True)
+@dataclass
 class StepSchedule:
-    """The trainer's schedule: a fixed number of anchor groups per step, drawn from (seed, step).
+    """The trainer's schedule: a number of anchor groups per step, drawn from (seed, step).
 
     Attributes:
         groups_per_step: Groups per training step; group ``j`` of step ``s`` has id
             ``s * groups_per_step + j``.
-        anchor_fraction: Share of anchor groups after warmup.
+        anchor_fraction: Share of anchor groups after warmup (the floor of adaptation).
         seed: Seeds the draw (with the step).
         warmup_steps: Steps that use ``warmup_anchor_fraction`` instead.
         warmup_anchor_fraction: Anchor share during warmup (default: ``anchor_fraction``).
+        adaptive: Whether :meth:`adapt` moves the share after warmup (see the module docstring).
+        eta2_bound: A step with η̂² above this fails (None: only the audit fails a step).
+        max_anchor_fraction: The most :meth:`adapt` raises the share to (1.0: every group).
     """
 
     groups_per_step: int
@@ -99,6 +125,13 @@ class StepSchedule:
     seed: int = 0
     warmup_steps: int = 0
     warmup_anchor_fraction: float | None = None
+    adaptive: bool = False
+    eta2_bound: float | None = None
+    max_anchor_fraction: float = 1.0
+    # The schedule's state: (first step, share) of every change adapt() made, in step order,
+    # and how many steps in a row have passed.
+    _changes: list[tuple[int, float]] = field(default_factory=list, init=False, repr=False)
+    _passes: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.groups_per_step < 1:
@@ -108,6 +141,7 @@ class StepSchedule:
         _check_fraction("anchor_fraction", self.anchor_fraction)
         if self.warmup_anchor_fraction is not None:
             _check_fraction("warmup_anchor_fraction", self.warmup_anchor_fraction)
+        check_adaptation(self.anchor_fraction, self.eta2_bound, self.max_anchor_fraction)
 
     def group_ids(self, step: int) -> list[int]:
         """The ids of step ``step``'s groups, in order."""
@@ -117,25 +151,79 @@ class StepSchedule:
         """The anchor share of step ``step``."""
         if step < self.warmup_steps and self.warmup_anchor_fraction is not None:
             return self.warmup_anchor_fraction
-        return self.anchor_fraction
+        share = self.anchor_fraction
+        for first, value in self._changes:
+            if first > step:
+                break
+            share = value
+        return share
 
     def streams(self, step: int) -> list[str]:
         """The stream of each of step ``step``'s groups, in order; at least one anchor."""
-        anchors = _anchor_positions(self, step)
+        anchors = _anchor_positions(self.groups_per_step, self.fraction(step), self.seed, step)
         return ["anchor" if j in anchors else "world_model" for j in range(self.groups_per_step)]
 
     def stream(self, group_id: Hashable) -> str:
         if not isinstance(group_id, (int, np.integer)) or isinstance(group_id, bool) or group_id < 0:
             raise ConfigError(f"a step schedule's group ids are the ints of group_ids(step), got {group_id!r}")
         step, j = divmod(int(group_id), self.groups_per_step)
-        return "anchor" if j in _anchor_positions(self, step) else "world_model"
+        anchors = _anchor_positions(self.groups_per_step, self.fraction(step), self.seed, step)
+        return "anchor" if j in anchors else "world_model"
+
+    def adapt(self, step: int, monotone_ok: bool, eta2: float) -> tuple[float, int]:
+        """The adaptive-anchoring rule, after step ``step``'s collection: ``(share of the next
+        step, reason)``, the reason a bitmask of the checks that failed (:data:`AUDIT_FAILED`,
+        :data:`ETA2_ABOVE_BOUND`; 0: none). Without ``adaptive`` the share never moves.
+
+        Raises:
+            ConfigError: For a step before one whose share is already recorded.
+        """
+        if self._changes and step + 1 < self._changes[-1][0]:
+            raise ConfigError(f"adapt() after step {step} would change the recorded share of step "
+                              f"{self._changes[-1][0]}")
+        bound = self.eta2_bound
+        reason = (0 if monotone_ok else AUDIT_FAILED) | (
+            ETA2_ABOVE_BOUND if bound is not None and math.isfinite(eta2) and eta2 > bound else 0)
+        self._passes = 0 if reason else self._passes + 1
+        if self.adaptive:
+            current = self.fraction(max(step + 1, self.warmup_steps))  # the post-warmup share
+            share = adapted_fraction(current, self.anchor_fraction, self.max_anchor_fraction, self._passes)
+            if share != current:
+                self._changes.append((step + 1, share))
+        return self.fraction(step + 1), reason
+
+    def state_dict(self) -> dict[str, Any]:
+        """What :meth:`adapt` recorded (the configuration is the run's config)."""
+        return {"changes": [[first, share] for first, share in self._changes], "passes": self._passes}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._changes = [(int(first), float(share)) for first, share in state["changes"]]
+        self._passes = int(state["passes"])
+
+
+def adapted_fraction(current: float, floor: float, ceiling: float, passes: int) -> float:
+    """The anchor share after a step, given the passing steps in a row up to it (0: it failed):
+    doubled after a failing step, halved once the last :data:`_RECOVERY_STEPS` passed, kept in
+    ``[floor, ceiling]``."""
+    if passes == 0:
+        return min(ceiling, current * 2.0)
+    return max(floor, current / 2.0) if passes >= _RECOVERY_STEPS else current
+
+
+def check_adaptation(anchor_fraction: float, eta2_bound: float | None, max_anchor_fraction: float) -> None:
+    """Raise :class:`ConfigError` unless the adaptive-anchoring settings are usable."""
+    _check_fraction("max_anchor_fraction", max_anchor_fraction)
+    if max_anchor_fraction < anchor_fraction:
+        raise ConfigError(f"max_anchor_fraction ({max_anchor_fraction}) must be >= anchor_fraction "
+                          f"({anchor_fraction})")
+    if eta2_bound is not None and not (math.isfinite(eta2_bound) and eta2_bound > 0):
+        raise ConfigError(f"eta2_bound must be None or a finite number > 0, got {eta2_bound}")
 
 
 @lru_cache(maxsize=256)
-def _anchor_positions(schedule: StepSchedule, step: int) -> frozenset[int]:
-    n = schedule.groups_per_step
-    n_anchor = min(n, max(1, round(schedule.fraction(step) * n)))
-    rng = np.random.default_rng([schedule.seed, step, _ANCHOR_STREAM])
+def _anchor_positions(n: int, fraction: float, seed: int, step: int) -> frozenset[int]:
+    n_anchor = min(n, max(1, round(fraction * n)))
+    rng = np.random.default_rng([seed, step, _ANCHOR_STREAM])
     return frozenset(rng.choice(n, size=n_anchor, replace=False).tolist())
 
 

@@ -57,16 +57,18 @@ class WorldModel(Protocol):
 # Implementations are imported lazily so that choosing one never pulls in another's heavy
 # dependencies (torch, transformers, llama.cpp).
 _REGISTRY: dict[str, tuple[str, str]] = {
+    "corrupted": ("wmrl_envs.world_models.corrupted", "CorruptedWorldModel.from_options"),
     "llm": ("wmrl_envs.world_models.llm", "LLMWorldModel.from_options"),
     "surrogate": ("wmrl_envs.world_models.surrogate", "SurrogateWorldModel"),
 }
 
 
 def make_world_model(name: str, **kwargs: Any) -> WorldModel:
-    """Build a world model by name (``"llm"`` or ``"surrogate"``) with its keyword options.
+    """Build a world model by name (``"llm"``, ``"surrogate"`` or ``"corrupted"``) with its keyword options.
 
     ``"llm"`` takes the options of :meth:`LLMWorldModel.from_options`; ``"surrogate"`` those of
-    ``SurrogateWorldModel``.
+    ``SurrogateWorldModel``; ``"corrupted"`` (a stress test) those of
+    :meth:`CorruptedWorldModel.from_options`.
     """
     try:
         module_name, attr_path = _REGISTRY[name]
