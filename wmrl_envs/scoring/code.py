@@ -193,6 +193,8 @@ class CodeScorer:
             run.cleanup()
         if not sample.valid and not sample.infra_failure:
             sample.valid, sample.real_score = False, 0.0  # an invalid or failed submission scores 0
+        if not sample.infra_failure:
+            sample.score = sample.real_score  # an executed sample's reward is its real score
 
     def close(self) -> None:
         if self._pool is not None:
