@@ -58,6 +58,10 @@ def charge(ledger: ComputeLedger, groups: Sequence[ScoredGroup]) -> None:
                    sum(s.cost.get("execution_s", 0.0) for s in executed), count=len(executed))
 
 
+#: Sampled solutions per task behind the task-dependence diagnostic of a grammar policy.
+DEPENDENCE_SAMPLES = 64
+
+
 def make_scorer(config) -> CodeScorer:
     """The code scorer of a training run (a :class:`~trainers.wmrl_config.WMRLConfig`)."""
     family = config.family
@@ -78,7 +82,17 @@ def heldout(env_id: str, suite: str, config, untrained, trained, k: int, task_id
                              workers=family.workers, seed=config.seed, task_ids=tuple(task_ids) if task_ids else None)
     reports = [evaluate(policy_responder(untrained, config.seed), "untrained", eval_config),
                evaluate(policy_responder(trained, config.seed), f"trained ({config.mode})", eval_config)]
-    return f"Held-out evaluation (real execution, avg@{k})", markdown_table(reports), [r.to_dict() for r in reports]
+    markdown = markdown_table(reports)
+    if family.policy == "grammar":  # its choices are slots: say how much they depend on the task
+        from agents.code.diagnostics import choice_task_dependence, dependence_markdown
+        from trainers.evaluate import select_tasks
+
+        tasks = select_tasks(env_id, suite, "heldout", eval_config.task_ids)
+        bits = {name: choice_task_dependence(policy, tasks, DEPENDENCE_SAMPLES, seed=config.seed)
+                for name, policy in (("untrained", untrained), ("trained", trained))}
+        markdown += "\n### How much the choices depend on the task\n\n" + dependence_markdown(
+            bits, DEPENDENCE_SAMPLES, len(tasks))
+    return f"Held-out evaluation (real execution, avg@{k})", markdown, [r.to_dict() for r in reports]
 
 
 def evaluate_command(env_id: str, suite: str, args: argparse.Namespace) -> int:
