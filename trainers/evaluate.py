@@ -41,12 +41,17 @@ def select_tasks(env_id: str, suite: str, split: str, task_ids: Sequence[str] | 
     tasks). Named tasks must belong to ``env_id`` and ``split`` (and to the selection); a user's
     tasks never join the built-in pool unless named.
     """
+    from wmrl_envs.paths import builtin_tasks_dir
     from wmrl_envs.tasks import LITE, get_task, scan_tasks
 
     split, selection = ("heldout", LITE) if split == LITE else (split, None)
     what = f"{split} tasks of the {selection} selection" if selection else f"{split} tasks"
     scan = scan_tasks(suite)
-    pool = scan.select(suite=suite, split=split, selection=selection)
+    # The pool is the built-in suite's own folders: a user's task that says `suite: mle` is
+    # still only used when named.
+    builtin = builtin_tasks_dir(suite).resolve()
+    pool = [t for t in scan.select(suite=suite, split=split, selection=selection)
+            if t.root.resolve().is_relative_to(builtin)]
     if task_ids is None:
         if not pool:
             failed = f" ({len(scan.failures)} folder(s) or suite(s) did not load: see `wmrl tasks list`)"

@@ -36,7 +36,7 @@ def choice_task_dependence(policy, tasks: Sequence, samples: int = 64, seed: int
         for r in rollouts:
             counts[r.group_id, options.index(r.meta["choices"][slot])] += 1
         conditional = np.mean([_entropy_bits(row) for row in counts])
-        out[slot] = _entropy_bits(counts.sum(axis=0)) - conditional
+        out[slot] = max(_entropy_bits(counts.sum(axis=0)) - conditional, 0.0)  # rounding can dip below 0
     return out
 
 

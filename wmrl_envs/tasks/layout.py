@@ -14,6 +14,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -264,7 +265,8 @@ class ForeignLayout(TaskLayout):
             classes = _sorted_labels(files.answers, answers[0])
             if metric.ordinal:  # no declared scale: the peers' graders rate on the labels present
                 defaults["ordinal_labels"] = "present"
-        meta = {"layout": self.name, **defaults, **(fields.get("meta") or {})}
+        derived = data_statistics(files.public_dir, id_column, tuple(answers))
+        meta = {"layout": self.name, **derived, **defaults, **(fields.get("meta") or {})}
         return {
             "id": fields.get("id", safe_task_id(path.name)),
             "name": fields.get("name", path.name),
@@ -325,3 +327,51 @@ def _sorted_labels(answers: Path, column: str) -> list[Any]:
 
     values = pd.read_csv(answers, usecols=[column])[column].dropna().unique().tolist()
     return sorted(values, key=lambda v: (isinstance(v, str), v))
+
+
+#: Rows read to tell numeric from other columns when statistics are derived from the files.
+_DTYPE_SAMPLE_ROWS = 2_000
+
+
+def data_statistics(public_dir: Path, id_column: str, answer_columns: tuple[str, ...]) -> dict[str, int]:
+    """``n_train``, ``n_test``, ``n_features`` and ``n_numeric`` read from ``train.csv`` / ``test.csv``.
+
+    Policies and world models condition on these (``agents.code.features``,
+    ``wmrl_envs.world_models.code_features``); a foreign task whose overlay gives no ``meta``
+    gets them from its files instead of an unseen row count of 0. Files that are absent give
+    no statistic. Results are cached by path, size and modification time, because task lookups
+    rescan user folders.
+    """
+    out: dict[str, int] = {}
+    for key, name in (("n_train", "train.csv"), ("n_test", "test.csv")):
+        path = public_dir / name
+        if path.is_file():
+            stat = path.stat()
+            out[key] = _row_count(str(path), stat.st_size, stat.st_mtime_ns)
+    test = public_dir / "test.csv"
+    if test.is_file():
+        stat = test.stat()
+        out.update(_column_stats(str(test), stat.st_size, stat.st_mtime_ns, id_column, answer_columns))
+    return out
+
+
+@lru_cache(maxsize=256)
+def _row_count(path: str, size: int, mtime_ns: int) -> int:
+    """Data rows of a CSV: its newlines, less the header's (a last line without one still counts)."""
+    newlines, last = 0, b"\n"
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            newlines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return max(newlines - 1 + (last != b"\n"), 0)
+
+
+@lru_cache(maxsize=256)
+def _column_stats(path: str, size: int, mtime_ns: int, id_column: str,
+                  answer_columns: tuple[str, ...]) -> dict[str, int]:
+    import pandas as pd
+
+    sample = pd.read_csv(path, nrows=_DTYPE_SAMPLE_ROWS)
+    features = [c for c in sample.columns if c != id_column and c not in answer_columns]
+    return {"n_features": len(features),
+            "n_numeric": int(sum(pd.api.types.is_numeric_dtype(sample[c]) for c in features))}
