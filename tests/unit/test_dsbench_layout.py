@@ -121,7 +121,9 @@ def test_a_per_task_overlay_beside_the_answers_overrides_the_root(root):
         {"split": "train", "name": "House prices", "meta": {"rpg_perfect": 0.0, "rpg_baseline": 50.0}}))
     hp = house(root)
     assert (hp.spec.split, hp.spec.name, hp.spec.meta["rpg_baseline"]) == ("train", "House prices", 50.0)
-    assert "n_train" not in hp.spec.meta  # recorded references: train.csv is not read
+    # Recorded references are used as they are (no baseline is fitted); the row counts come from the files.
+    assert hp.spec.meta["rpg_baseline_source"] == "the overlay (meta.rpg_baseline)"
+    assert (hp.spec.meta["n_train"], hp.spec.meta["n_test"]) == (6, 6)
 
 
 def test_tasks_dir_lists_dsbench_tasks_under_their_env(root, monkeypatch):
