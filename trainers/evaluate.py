@@ -57,7 +57,8 @@ def select_tasks(env_id: str, suite: str, split: str, task_ids: Sequence[str] | 
             failed = f" ({len(scan.failures)} folder(s) or suite(s) did not load: see `wmrl tasks list`)"
             raise ConfigError(f"no {what} in the {suite} suite" + (failed if scan.failures else ""))
         return pool
-    tasks = [get_task(t) for t in dict.fromkeys(task_ids)]
+    # Named tasks come from the scan already made; get_task (a new scan) only for its error message.
+    tasks = [scan.tasks[t] if t in scan.tasks else get_task(t) for t in dict.fromkeys(task_ids)]
     allowed = {t.id for t in pool} if selection else None
     wrong = [t.id for t in tasks if t.spec.env_id != env_id or t.spec.split != split
              or (allowed is not None and t.id not in allowed)]

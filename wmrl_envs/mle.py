@@ -141,6 +141,7 @@ class MLEDojoEnv(gym.Env):
         self.observation_space = spaces.Text(max_length=MAX_OBS_CHARS, min_length=0, charset=CHARSET)
         self.action_space = spaces.Text(max_length=MAX_ACTION_CHARS, min_length=0, charset=CHARSET)
         self._task: Task | None = None
+        self._tasks: dict[str, Task] = {}
         self._group_id: Any = None
         self._turn = 0
         self._final: ScoreResult | None = None
@@ -153,9 +154,12 @@ class MLEDojoEnv(gym.Env):
         return [t.id for t in list_tasks(suite=self.suite, split=split)]
 
     def _load_task(self, task_id: str) -> Task:
-        from wmrl_envs.tasks import get_task
+        # A lookup scans every task folder; an env resets thousands of times on the same few tasks.
+        if task_id not in self._tasks:
+            from wmrl_envs.tasks import get_task
 
-        return get_task(task_id)
+            self._tasks[task_id] = get_task(task_id)
+        return self._tasks[task_id]
 
     # ----------------------------------------------------------------- gymnasium API
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

@@ -94,8 +94,10 @@ class ScoreResult:
         self.stdout, self.stderr = tail(self.stdout), tail(self.stderr)
 
 
-def _values(samples: list[ScoreResult], name: str) -> np.ndarray:
-    return np.array([math.nan if getattr(s, name) is None else float(getattr(s, name)) for s in samples])
+def _values(samples: list[ScoreResult], name: str, scored_only: bool = False) -> np.ndarray:
+    """Field ``name`` of every sample, NaN where None (and, with ``scored_only``, on an infra failure)."""
+    return np.array([math.nan if getattr(s, name) is None or (scored_only and s.infra_failure)
+                     else float(getattr(s, name)) for s in samples])
 
 
 @dataclass
@@ -110,9 +112,7 @@ class ScoredGroup:
     @property
     def real(self) -> np.ndarray:
         """Real scores; NaN when not executed or on an infrastructure failure."""
-        real = _values(self.samples, "real_score")
-        real[[s.infra_failure for s in self.samples]] = math.nan
-        return real
+        return _values(self.samples, "real_score", scored_only=True)
 
     @property
     def wm_raw(self) -> np.ndarray:
@@ -122,9 +122,7 @@ class ScoredGroup:
     @property
     def rewards(self) -> np.ndarray:
         """Training rewards; NaN for a sample without a score (dropped from training)."""
-        rewards = _values(self.samples, "score")
-        rewards[[s.infra_failure for s in self.samples]] = math.nan
-        return rewards
+        return _values(self.samples, "score", scored_only=True)
 
     @property
     def valid(self) -> np.ndarray:
