@@ -22,8 +22,13 @@ rerun skips the runs already there. Writes ``bench/results/stress.json`` (one ro
 corruption, mode, advantage and adaptive setting), ``stress.md`` and a PNG of learning curves
 per corruption (``stress_<corruption>.png``, not committed).
 
-    python bench/stress.py --quick           # 48 runs: the swap, 10 steps of 4 groups x 4
-    python bench/stress.py                   # 300 runs: every corruption, 20 steps of 6 groups x 4
+    python bench/stress.py --quick           # 21 runs: family bias and swap, std advantages
+    python bench/stress.py                   # 300 runs: every corruption, mode and advantage
+    python bench/stress.py --corruptions noise --modes real wmrl --advantages std \
+        --sweep anchor_fraction=0.2 fusion_w_max=8 c_rule=inverse_eta2   # sensitivity of one setting at a time
+
+Both presets train 8 steps of 8 groups x 4 rollouts on 12 fast train tasks and evaluate on 3
+fast held-out tasks at steps 0, 4 and 8.
 
 Both are long on 2 cores: real execution is what the baseline pays for. A smoke test of the
 plumbing: ``--corruptions swap --seeds 0 --advantages std --steps 2 --warmup-steps 1
@@ -48,15 +53,19 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainers.cli import machine_info  # noqa: E402
-from trainers.evaluate import select_tasks  # noqa: E402
-from trainers.families import get_family  # noqa: E402
-from trainers.policies import make_policy, policy_responder  # noqa: E402
-from trainers.wmrl import WMRLTrainer, make_core  # noqa: E402
-from trainers.wmrl_config import ADVANTAGES, MODES, WMRLConfig  # noqa: E402
-from wmrl_envs.scoring import CodeScorer, extract_code  # noqa: E402
-from wmrl_envs.world_models import make_world_model  # noqa: E402
-from wmrl_envs.world_models.corrupted import DEFAULT_STRENGTHS, CorruptedWorldModel, Corruption  # noqa: E402
+from trainers.cli import machine_info
+from trainers.evaluate import select_tasks
+from trainers.families import get_family
+from trainers.policies import make_policy, policy_responder
+from trainers.wmrl import WMRLTrainer, make_core
+from trainers.wmrl_config import ADVANTAGES, MODES, WMRLConfig
+from wmrl_envs.scoring import CodeScorer, extract_code
+from wmrl_envs.world_models import make_world_model
+from wmrl_envs.world_models.corrupted import (
+    DEFAULT_STRENGTHS,
+    CorruptedWorldModel,
+    Corruption,
+)
 
 ENV_ID, SUITE = "wmrl/MLEDojo-v0", "mle"
 # Tasks that execute fast (mean wall-seconds per script on 2 cores, from the surrogate's
@@ -68,13 +77,25 @@ FAST_TRAIN = ("breast-cancer-diagnosis", "biopsy-malignancy", "credit-card-appli
 FAST_HELDOUT = ("diabetes-progression", "concrete-strength", "titanic-survival", "hpc-job-class", "handwritten-digits",
                 "food-review-sentiment")
 PRESETS: dict[str, dict[str, Any]] = {
-    # The non-monotone case, where adaptive anchoring must act: 48 runs.
-    "quick": {"corruptions": ["swap"], "steps": 10, "tasks_per_step": 4, "eval_every": 5, "eval_k": 2,
+    # The two script-dependent corruptions, where only real rewards help: exploitable family bias
+    # (c) and the non-monotone swap (d), with and without adaptive anchoring; std advantages.
+    # 21 runs, about 40 min on 2 free cores.
+    "quick": {"corruptions": ["family_bias", "swap"], "modes": ["real", "world_model", "wmrl"],
+              "advantages": ["std"], "steps": 8, "tasks_per_step": 8, "eval_every": 4, "eval_k": 2,
               "train_tasks": list(FAST_TRAIN), "eval_tasks": list(FAST_HELDOUT[:3])},
-    # Every corruption at its default strength and the clean surrogate: 300 runs.
-    "full": {"corruptions": ["none", *DEFAULT_STRENGTHS], "steps": 20, "tasks_per_step": 6, "eval_every": 5,
-             "eval_k": 2, "train_tasks": None, "eval_tasks": list(FAST_HELDOUT)},
+    # Every corruption at its default strength and the clean surrogate, every mode, both
+    # advantages: 300 runs (hours; resumable).
+    "full": {"corruptions": ["none", *DEFAULT_STRENGTHS], "modes": list(MODES), "advantages": list(ADVANTAGES),
+             "steps": 8, "tasks_per_step": 8, "eval_every": 4, "eval_k": 2, "train_tasks": list(FAST_TRAIN),
+             "eval_tasks": list(FAST_HELDOUT[:3])},
 }
+#: What a sweep (``--sweep``) may vary in the wmrl mode: a flat WMRLConfig field, or ``c_rule``
+#: (``measured``: the trainer's warmup measurement, the default; ``inverse_eta2``: c = 1/η̂² at
+#: the first residual, the paper's default).
+SWEEPABLE = ("anchor_fraction", "fusion_w_max", "c_rule")
+# Settings every run of one --runs folder must share: a resumed run with others is refused.
+RUN_SETTINGS = ("steps", "warmup_steps", "tasks_per_step", "group_size", "eval_every", "eval_k", "eval_tasks",
+                "train_tasks", "eta2_bound", "pair_window")
 MEMO_NOTE = ("Executions are memoized by (task, script sha256) across all runs; every reuse is charged the measured "
              "cost of its first run, in every mode alike.")
 
@@ -151,12 +172,21 @@ class RunKey:
     advantage: str
     adaptive: bool
     seed: int
+    variant: str = ""  # a sweep setting "name=value" (SWEEPABLE), or "" for the defaults
 
     @property
     def name(self) -> str:
         strength = "" if self.strength is None else f"{self.strength:g}"
         adaptive = "-adaptive" if self.adaptive else ""
-        return f"{self.corruption}{strength}-{self.mode}{adaptive}-{self.advantage}-seed{self.seed}"
+        variant = f"-{self.variant}" if self.variant else ""
+        return f"{self.corruption}{strength}-{self.mode}{adaptive}{variant}-{self.advantage}-seed{self.seed}"
+
+    def overrides(self) -> dict[str, Any]:
+        """The variant's flat WMRLConfig overrides (``c_rule`` is not a config field)."""
+        if not self.variant:
+            return {}
+        name, _, value = self.variant.partition("=")
+        return {} if name == "c_rule" else {name: float(value)}
 
 
 def world_model_of(key: RunKey, base) -> Any:
@@ -183,9 +213,11 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
         warmup_steps=args.warmup_steps, seed=key.seed, advantage=key.advantage, adaptive_anchors=key.adaptive,
         eta2_bound=args.eta2_bound if key.adaptive else None, calibration_pair_window=args.pair_window,
         task_ids=args.train_tasks, workers=args.workers, output_dir=str(args.runs / key.name),
-        checkpoint_every=0, tensorboard=False)
+        checkpoint_every=0, tensorboard=False, **key.overrides())
     world_model = world_model_of(key, base)
     core = make_core(config)
+    if key.variant == "c_rule=inverse_eta2":
+        core.measure_c = False  # c = 1/eta2 at the first residual; the warmup then measures nothing
     core.scorer = MemoScorer(memo, world_model=world_model, executor=config.family.executor,
                              workers=config.family.workers)
     adapter = get_family(ENV_ID).make_adapter(config)
@@ -209,10 +241,14 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
     history = trainer.history
     flagged = next((h["calibration/n_pairs"] for h in history if h.get("calibration/monotone_ok") == 0.0), None)
     fraction = {"real": 1.0, "world_model": 0.0}.get(key.mode, history[-1].get("anchors/fraction", math.nan))
-    return {"key": asdict(key), "curve": curve, "compute_cpu_s": trainer.ledger.total_cpu_s(),
+    return {"key": asdict(key), "settings": {name: getattr(args, name) for name in RUN_SETTINGS},
+            "curve": curve, "compute_cpu_s": trainer.ledger.total_cpu_s(),
             "by_category_cpu_s": {c: e.cpu_s for c, e in trainer.ledger.totals.items()},
             "audit_flagged_at_pairs": flagged, "final_anchor_fraction": fraction,
             "anchor_fractions": [h.get("anchors/fraction") for h in history],
+            "anchor_reasons": [h.get("anchors/reason") for h in history],
+            "fusion_c": trainer.c, "w_anchor": [h.get("fusion/w_anchor") for h in history],
+            "eta2": [h.get("calibration/eta2") for h in history],
             "executions_run": core.scorer.ran, "executions_reused": core.scorer.reused}
 
 
@@ -228,7 +264,17 @@ def run_keys(args: argparse.Namespace) -> list[RunKey]:
                         continue
                     for adaptive in (args.adaptive if mode.startswith("wmrl") else [False]):
                         keys.append(RunKey(corruption, strength, mode, advantage, adaptive, seed))
+                for variant in args.sweep:  # the wmrl mode with one setting changed, adaptive off
+                    keys.append(RunKey(corruption, strength, "wmrl", advantage, False, seed, variant))
     return keys
+
+
+def median_flag(flags: list[float | None]) -> float | None:
+    """The median anchor-pair count at which the audit first flagged, a seed that never flagged
+    counting as never (so None when at least half never flagged)."""
+    values = sorted(math.inf if f is None else f for f in flags)
+    middle = float(np.median(values)) if values else math.inf
+    return None if not math.isfinite(middle) else middle
 
 
 # ------------------------------------------------------------------ summary
@@ -259,12 +305,13 @@ def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         k = r["key"]
-        groups.setdefault((k["corruption"], k["strength"], k["mode"], k["advantage"], k["adaptive"]), []).append(r)
+        groups.setdefault((k["corruption"], k["strength"], k["mode"], k["advantage"], k["adaptive"],
+                           k.get("variant", "")), []).append(r)
     curves = {g: mean_curve(rs) for g, rs in groups.items()}
     rows = []
     for corruption, strength in args.corruptions:
         for advantage in args.advantages:
-            real = curves.get(("any", None, "real", advantage, False))
+            real = curves.get(("any", None, "real", advantage, False, ""))
             target = float(real["score"][-1]) if real is not None else None
             real_cost = crossing(real["compute"], real["score"], target) if real is not None else None
             for g, curve in curves.items():
@@ -276,13 +323,15 @@ def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
                 flagged = [r["audit_flagged_at_pairs"] for r in rs]
                 rows.append({
                     "corruption": corruption, "strength": strength, "mode": g[2], "advantage": advantage,
-                    "adaptive": g[4], "seeds": [r["key"]["seed"] for r in rs],
+                    "adaptive": g[4], "variant": g[5], "seeds": [r["key"]["seed"] for r in rs],
                     "heldout_mean": float(finals.mean()), "heldout_se": float(curve["se"][-1]),
                     "compute_cpu_s": float(np.mean([r["compute_cpu_s"] for r in rs])),
                     "compute_to_target_cpu_s": cost,
                     "speedup_vs_real": real_cost / cost if cost and real_cost is not None else None,
-                    "audit_flagged_at_pairs": flagged,
+                    "audit_flagged_at_pairs": median_flag(flagged) if g[2].startswith("wmrl") else None,
+                    "audit_flagged_at_pairs_by_seed": flagged,
                     "final_anchor_fraction": float(np.mean([r["final_anchor_fraction"] for r in rs])),
+                    "fusion_c_by_seed": [r.get("fusion_c") for r in rs],
                     "curve": {name: values.tolist() for name, values in curve.items()},
                 })
     return rows
@@ -290,22 +339,23 @@ def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
 
 def markdown(rows: list[dict], meta: dict) -> str:
     cfg = meta["config"]
-    lines = [f"Grammar policy on MLE-Dojo, {cfg['steps']} steps x {cfg['tasks_per_step']} groups x "
+    lines = [(f"Grammar policy on MLE-Dojo, {cfg['steps']} steps x {cfg['tasks_per_step']} groups x "
              f"{cfg['group_size']} rollouts; held-out avg@{cfg['eval_k']} by real execution on "
              f"{meta['n_eval_tasks']} tasks every {cfg['eval_every']} steps; mean ± SE over seeds {cfg['seeds']}. "
              f"Speedup: compute for `real` to reach its final held-out score / compute for the mode to reach it "
-             f"(— : never reached). {MEMO_NOTE}", ""]
+             f"(— : never reached). {MEMO_NOTE}"), ""]
     for corruption in dict.fromkeys(r["corruption"] for r in rows):
         strength = next(r["strength"] for r in rows if r["corruption"] == corruption)
         lines += [f"**{corruption}**" + (f" (strength {strength:g})" if strength is not None else ""), "",
-                  "| mode | advantage | adaptive | held-out | compute (CPU-s) | to target (CPU-s) | speedup | "
-                  "audit flagged at (pairs) | final anchor share |",
+                  ("| mode | advantage | adaptive | held-out | compute (CPU-s) | to target (CPU-s) | speedup | "
+                  "audit flagged at (pairs) | final anchor share |"),
                   "|---|---|---|---|---|---|---|---|---|"]
         for r in (r for r in rows if r["corruption"] == corruption):
             to_target = "—" if r["compute_to_target_cpu_s"] is None else f"{r['compute_to_target_cpu_s']:.0f}"
             speedup = "—" if r["speedup_vs_real"] is None else f"{r['speedup_vs_real']:.1f}x"
-            flagged = ", ".join("—" if f is None else f"{f:.0f}" for f in r["audit_flagged_at_pairs"])
-            lines.append(f"| `{r['mode']}` | {r['advantage']} | {'on' if r['adaptive'] else 'off'} | "
+            flagged = ", ".join("—" if f is None else f"{f:.0f}" for f in r["audit_flagged_at_pairs_by_seed"])
+            mode = r["mode"] + (f" ({r['variant']})" if r["variant"] else "")
+            lines.append(f"| `{mode}` | {r['advantage']} | {'on' if r['adaptive'] else 'off'} | "
                          f"{r['heldout_mean']:.3f} ± {r['heldout_se']:.3f} | {r['compute_cpu_s']:.0f} | {to_target} | "
                          f"{speedup} | {flagged if r['mode'].startswith('wmrl') else ''} | "
                          f"{r['final_anchor_fraction']:.2f} |")
@@ -331,6 +381,8 @@ def plot(rows: list[dict], out: Path) -> list[Path]:
             for r in (r for r in subset if r["advantage"] == advantage):
                 c = r["curve"]
                 x, y, se = np.array(c["compute"]), np.array(c["score"]), np.array(c["se"])
+                if r["variant"]:
+                    continue  # sweeps are in the tables; the curves compare the modes
                 line, = ax.plot(x, y, marker="o", label=f"{r['mode']}{' adaptive' if r['adaptive'] else ''}")
                 ax.fill_between(x, y - se, y + se, color=line.get_color(), alpha=0.15)
             ax.set(title=f"{corruption}, {advantage} advantages", xlabel="training compute (CPU-s)",
@@ -355,11 +407,15 @@ def parse_corruption(text: str) -> tuple[str, float | None]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="the quick preset (default: the full grid)")
+    parser.add_argument("--report", action="store_true",
+                        help="run nothing: summarise every finished run in --runs (after several partial grids)")
     parser.add_argument("--corruptions", nargs="+", help="kind[:strength] or none (preset)")
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    parser.add_argument("--modes", nargs="+", choices=MODES, help="(preset)")
     parser.add_argument("--adaptive", nargs="+", default=["off", "on"], choices=("off", "on"),
                         help="adaptive anchoring settings of the wmrl modes")
-    parser.add_argument("--advantages", nargs="+", default=list(ADVANTAGES), choices=ADVANTAGES)
+    parser.add_argument("--advantages", nargs="+", choices=ADVANTAGES, help="(preset)")
+    parser.add_argument("--sweep", nargs="+", default=[], metavar="NAME=VALUE",
+                        help=f"extra wmrl runs (adaptive off) with one setting changed; NAME in {SWEEPABLE}")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int)
     parser.add_argument("--warmup-steps", type=int, default=2)
@@ -374,15 +430,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eta2-bound", type=float, default=0.08, help="adaptive runs: the eta2 bound")
     parser.add_argument("--pair-window", type=int, default=None, help="calibrator forgetting window (default: off)")
     parser.add_argument("--workers", type=int, default=None, help="parallel executions (default: one per core)")
-    parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "stress", help="per-run results and the memo")
+    parser.add_argument("--runs", type=Path, help="per-run results and the memo (default: runs/stress/<preset>)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
     for name, value in PRESETS["quick" if args.quick else "full"].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    args.preset = "quick" if args.quick else "full"
+    if args.runs is None:
+        args.runs = ROOT / "runs" / "stress" / args.preset
     args.corruptions = [parse_corruption(c) for c in args.corruptions]
     args.adaptive = [a == "on" for a in args.adaptive]
+    for variant in args.sweep:
+        name, sep, value = variant.partition("=")
+        if not sep or name not in SWEEPABLE:
+            parser.error(f"--sweep takes NAME=VALUE with NAME in {SWEEPABLE}, got {variant!r}")
+        if name == "c_rule" and value not in ("measured", "inverse_eta2"):
+            parser.error(f"c_rule is 'measured' or 'inverse_eta2', got {value!r}")
     return args
+
+
+def load_run(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    result = json.loads(path.read_text())
+    if result.get("settings") != settings:
+        raise SystemExit(f"{path} was run with other settings ({result.get('settings')}); "
+                         f"use another --runs folder for {settings}")
+    return result
+
+
+def finished_runs(runs: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every run result in ``runs`` (for --report)."""
+    return [load_run(path, settings) for path in sorted(runs.glob("*.json"))]
+
+
+def run_or_load(key: RunKey, args: argparse.Namespace, settings: dict[str, Any], base, memo: ExecutionMemo,
+                eval_tasks) -> dict[str, Any]:
+    """A run's result: from its file when it finished before (resuming), else trained now and saved."""
+    path = args.runs / f"{key.name}.json"
+    if path.exists():
+        return load_run(path, settings)
+    print(f"run {key.name}", flush=True)
+    result = train_run(key, args, base, memo, eval_tasks)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    os.replace(tmp, path)
+    return result
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -393,18 +485,14 @@ def main(argv: list[str] | None = None) -> None:
     memo = ExecutionMemo(args.runs / "memo.jsonl")
     base = make_world_model("surrogate")
     base.predict(eval_tasks[:1], ["print(0)"])  # loads the encoder now, so no run is charged for it
-    results = []
-    for key in run_keys(args):
-        path = args.runs / f"{key.name}.json"
-        if path.exists():
-            results.append(json.loads(path.read_text()))
-            continue
-        print(f"run {key.name}", flush=True)
-        result = train_run(key, args, base, memo, eval_tasks)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        os.replace(tmp, path)
-        results.append(result)
+    settings = {name: getattr(args, name) for name in RUN_SETTINGS}
+    if args.report:
+        results = finished_runs(args.runs, settings)
+        args.corruptions = list(dict.fromkeys((r["key"]["corruption"], r["key"]["strength"]) for r in results
+                                              if r["key"]["corruption"] != "any"))
+        args.advantages = list(dict.fromkeys(r["key"]["advantage"] for r in results))
+    else:
+        results = [run_or_load(key, args, settings, base, memo, eval_tasks) for key in run_keys(args)]
     rows = summarise(results, args)
     meta = {**machine_info(), "n_eval_tasks": len(eval_tasks), "memo": MEMO_NOTE,
             "heldout_se": "SE over seeds (over tasks when one seed)",
