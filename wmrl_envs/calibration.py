@@ -9,7 +9,11 @@ world-model score. Two numbers leave this module for the trainer:
   inverse-variance gradient fusion (``trainers/fusion.py``).
 * :meth:`Calibrator.audit`, the Assumption-6 audit. Debiasing assumes the world model's
   bias is a monotone distortion of the true score. Rank statistics of raw world-model vs real
-  scores and a cross-fitted non-monotone challenger flag cases where it is not.
+  scores and a cross-fitted non-monotone challenger flag cases where it is not. A bias that
+  depends on the kind of solution (the world model over-scores one model family) is no
+  function of the score at all, so neither check can see it; the audit therefore also
+  compares the calibrated residuals of each *stratum* (a label the caller gives each pair,
+  the script's model family for code tasks) with zero.
 
 A world model whose error drifts during training (the policy moves away from what it was
 trained on) is tracked by forgetting: :attr:`CalibratorConfig.pair_window` keeps the maps, η̂²
@@ -97,6 +101,14 @@ class CalibratorConfig:
         max_discordant_rate: The audit flags a discordant-pair rate above this.
         nonmonotone_z: The audit flags when a non-monotone challenger beats the calibrated
             scores, cross-fitted, by more than this many standard errors.
+        min_stratum_pairs, stratum_z, stratum_min_bias: The stratum check of the audit. A
+            stratum (a solution family) with at least ``min_stratum_pairs`` pairs is flagged
+            when the mean of its cross-fitted calibrated residuals (calibrated minus real) is
+            both ``stratum_z`` standard errors and ``stratum_min_bias`` away from 0: the world
+            model systematically over- or under-scores that kind of solution, which a policy
+            can exploit and no monotone map corrects. 3.5 standard errors keeps the chance of
+            a false flag among about 10 strata near 0.5% per audit; ``bench/corruption_calibration.py``
+            measures power and false alarms.
         centered: Interpolate the fitted map through the centroid of each isotonic block
             (centered isotonic regression) instead of keeping each block flat. Both maps
             are monotone and fitted by the same ``IsotonicRegression``; the centered one is
@@ -122,6 +134,12 @@ class CalibratorConfig:
         "help": "the audit flags a non-monotone challenger better by this many standard errors"})
     centered: bool = field(default=True, metadata={
         "help": "interpolate through isotonic block centroids (strictly increasing map)"})
+    min_stratum_pairs: int = field(default=8, metadata={
+        "help": "pairs a stratum (solution family) needs before the audit checks its residuals"})
+    stratum_z: float = field(default=3.5, metadata={
+        "help": "the audit flags a stratum whose mean calibrated residual is this many standard errors from 0"})
+    stratum_min_bias: float = field(default=0.1, metadata={
+        "help": "... and at least this far from 0 (a bias too small to matter is not flagged)"})
 
     def __post_init__(self) -> None:
         # JSON turns the tuple into a list; store the canonical form.
@@ -192,6 +210,9 @@ class AuditReport:
         mae_raw: MAE of raw scores (clipped to range) vs real scores.
         cv_calibration_mae: MAE of cross-fitted calibrated scores vs real scores, over the
             same pairs.
+        stratum_bias: Mean cross-fitted residual (calibrated minus real) of each stratum with
+            at least ``min_stratum_pairs`` pairs.
+        stratum_z: That mean in standard errors, per stratum.
         monotone_ok: False when any check flags a non-monotone bias.
         reasons: One sentence per flag.
     """
@@ -203,6 +224,8 @@ class AuditReport:
     nonmonotone_z: float
     mae_raw: float
     cv_calibration_mae: float
+    stratum_bias: dict[str, float]
+    stratum_z: dict[str, float]
     monotone_ok: bool
     reasons: list[str]
 
@@ -247,6 +270,7 @@ class Calibrator:
         self._wm = np.empty(0)
         self._real = np.empty(0)
         self._tasks = np.empty(0, dtype=object)  # str, or None for untasked pairs
+        self._strata = np.empty(0, dtype=object)  # str, or None for a pair of no stratum
         self._maps = _Maps(None, {}, math.inf)
         self._oof: np.ndarray | None = None  # cross-fitted predictions, computed lazily
         self._audit: AuditReport | None = None
@@ -258,11 +282,12 @@ class Calibrator:
             return int(self._wm.size)
 
     def add_pairs(self, wm_scores: ArrayLike, real_scores: ArrayLike,
-                  task_ids: TaskIds = None) -> None:
+                  task_ids: TaskIds = None, strata: TaskIds = None) -> None:
         """Add anchor pairs and refit the maps.
 
         ``task_ids`` is one id per pair, a single id for all of them, or ``None``
-        (untasked: these pairs feed only the global map). Real scores must be finite and in
+        (untasked: these pairs feed only the global map). ``strata`` labels the pairs the
+        same way for the audit's stratum check (the kind of solution; ``None``: none). Real scores must be finite and in
         ``score_range``, so an invalid submission enters as the real score 0. The caller
         must leave out infrastructure failures, which are not scores.
 
@@ -275,6 +300,7 @@ class Calibrator:
         _require(wm.size == real.size,
                  f"wm_scores has {wm.size} values but real_scores has {real.size}")
         tasks = _as_tasks(task_ids, wm.size)
+        labels = _as_tasks(strata, wm.size, "strata")
         with self._lock:
             lo, hi = self.config.score_range
             outside = np.flatnonzero((real < lo) | (real > hi))
@@ -284,6 +310,7 @@ class Calibrator:
             self._wm = np.concatenate([self._wm, wm])
             self._real = np.concatenate([self._real, real])
             self._tasks = np.concatenate([self._tasks, tasks])
+            self._strata = np.concatenate([self._strata, labels])
             # Refit eagerly, because calibrate() follows every add in a training step. The
             # cross-fit and the audit are recomputed lazily, only when read.
             recent = self._recent()
@@ -363,7 +390,7 @@ class Calibrator:
         """Scalars to log, under ``calibration/`` names."""
         with self._lock:
             report = self.audit()
-            return {
+            metrics = {
                 "calibration/eta2": self.eta2,
                 "calibration/n_pairs": float(self.n_pairs),
                 "calibration/spearman": report.spearman_rho,
@@ -372,6 +399,9 @@ class Calibrator:
                 "calibration/mae_calibrated": report.cv_calibration_mae,
                 "calibration/monotone_ok": float(report.monotone_ok),
             }
+            if report.stratum_z:  # only once a stratum has enough pairs to be checked
+                metrics["calibration/stratum_z_max"] = max(abs(z) for z in report.stratum_z.values())
+            return metrics
 
     def state_dict(self) -> dict[str, Any]:
         """Config and every pair, in order. Hold-out flags and maps are rebuilt from these.
@@ -386,6 +416,7 @@ class Calibrator:
                 "wm_scores": self._wm.tolist(),
                 "real_scores": self._real.tolist(),
                 "task_ids": self._tasks.tolist(),
+                "strata": self._strata.tolist(),
             }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -401,7 +432,8 @@ class Calibrator:
         _require(not missing, f"calibrator state lacks {sorted(missing)}")
         with self._lock:
             self._reset(CalibratorConfig.from_dict(state["config"]))
-            self.add_pairs(state["wm_scores"], state["real_scores"], state["task_ids"])
+            # A state saved before strata existed has none.
+            self.add_pairs(state["wm_scores"], state["real_scores"], state["task_ids"], state.get("strata"))
 
     def to_json(self) -> str:
         """The state dict as a JSON string."""
@@ -473,6 +505,11 @@ class Calibrator:
         if z > cfg.nonmonotone_z:
             reasons.append(f"a non-monotone fit beats the isotonic map out of fold by "
                            f"{z:.1f} standard errors (threshold {cfg.nonmonotone_z})")
+        bias, bias_z = _stratum_residuals(residual, self._strata[recent], cfg.min_stratum_pairs)
+        for name, value in bias.items():
+            if abs(bias_z[name]) > cfg.stratum_z and abs(value) >= cfg.stratum_min_bias:
+                reasons.append(f"stratum {name!r}: the world model {'over' if value > 0 else 'under'}-scores it by "
+                               f"{abs(value):.3f} after calibration ({abs(bias_z[name]):.1f} standard errors)")
 
         return AuditReport(
             n_pairs=int(wm.size),
@@ -482,9 +519,27 @@ class Calibrator:
             nonmonotone_z=z,
             mae_raw=_mean(np.abs(np.clip(wm, *cfg.score_range) - real)),
             cv_calibration_mae=_mean(np.abs(residual)),
+            stratum_bias=bias,
+            stratum_z=bias_z,
             monotone_ok=not reasons,
             reasons=reasons,
         )
+
+
+def _stratum_residuals(residual: np.ndarray, strata: np.ndarray,
+                       min_pairs: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Mean residual and its z (mean / standard error) of each stratum with ``min_pairs`` pairs."""
+    bias: dict[str, float] = {}
+    z: dict[str, float] = {}
+    for name, count in Counter(s for s in strata if s is not None).items():
+        if count < min_pairs:
+            continue
+        values = residual[strata == name]
+        bias[name] = float(values.mean())
+        se = _standard_error(values)
+        mean = float(values.mean())
+        z[name] = mean / se if se > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean))
+    return bias, z
 
 
 def _fit_maps(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
@@ -719,15 +774,16 @@ def _as_scores(values: ArrayLike, name: str) -> np.ndarray:
     return array
 
 
-def _as_tasks(task_ids: TaskIds, n: int) -> np.ndarray:
+def _as_tasks(task_ids: TaskIds, n: int, name: str = "task_ids") -> np.ndarray:
+    """One label (str or None) per score, from per-score labels, one label or None."""
     tasks = np.empty(n, dtype=object)
     # A lone string is one id for every score; iterating it would split it into letters.
     if task_ids is None or isinstance(task_ids, str):
         tasks[:] = task_ids
         return tasks
-    _require(len(task_ids) == n, f"task_ids has {len(task_ids)} entries for {n} scores")
+    _require(len(task_ids) == n, f"{name} has {len(task_ids)} entries for {n} scores")
     _require(all(t is None or isinstance(t, str) for t in task_ids),
-             "task_ids must be strings or None")
+             f"{name} must be strings or None")
     tasks[:] = list(task_ids)
     return tasks
 

@@ -552,3 +552,64 @@ def test_concurrent_adds_lose_no_pairs() -> None:
         sys.setswitchinterval(interval)
     state = calibrator.state_dict()
     assert calibrator.n_pairs == len(state["real_scores"]) == len(state["task_ids"]) == 4800
+
+
+# ------------------------------------------------------------------ the stratum check
+def stratified_pairs(n: int, bias: float, seed: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A sound world model (wm = real + noise) over four solution families, one over-scored by ``bias``."""
+    rng = np.random.default_rng(seed)
+    real = rng.uniform(0.1, 0.9, n)
+    strata = [("knn", "linear", "tree", "mlp")[i % 4] for i in range(n)]
+    wm = real + rng.normal(0, 0.1, n) + np.where(np.array(strata) == "knn", bias, 0.0)
+    return np.clip(wm, 0, 1), real, strata
+
+
+def test_audit_flags_a_family_the_world_model_over_scores() -> None:
+    wm, real, strata = stratified_pairs(120, bias=0.3, seed=0)
+    calibrator = Calibrator()
+    calibrator.add_pairs(wm, real, strata=strata)
+    report = calibrator.audit()
+    assert not report.monotone_ok
+    assert any("'knn'" in reason and "over-scores" in reason for reason in report.reasons)
+    assert report.stratum_bias["knn"] > 0.1
+    assert calibrator.metrics()["calibration/stratum_z_max"] > 3.5
+
+
+def test_stratum_check_leaves_an_unbiased_world_model_and_unlabelled_pairs_alone() -> None:
+    flagged = 0
+    for seed in range(20):
+        wm, real, strata = stratified_pairs(120, bias=0.0, seed=seed)
+        calibrator = Calibrator()
+        calibrator.add_pairs(wm, real, strata=strata)
+        flagged += not calibrator.audit().monotone_ok
+    assert flagged <= 1
+    wm, real, _ = stratified_pairs(120, bias=0.3, seed=0)
+    calibrator = Calibrator()
+    calibrator.add_pairs(wm, real)  # no strata: nothing to check by
+    report = calibrator.audit()
+    assert report.stratum_z == {} and "calibration/stratum_z_max" not in calibrator.metrics()
+
+
+def test_stratum_needs_min_pairs_and_min_bias() -> None:
+    wm, real, strata = stratified_pairs(120, bias=0.3, seed=0)
+    few = Calibrator(CalibratorConfig(min_stratum_pairs=31))  # knn has 30 pairs
+    few.add_pairs(wm, real, strata=strata)
+    assert "knn" not in few.audit().stratum_z
+    lenient = Calibrator(CalibratorConfig(stratum_min_bias=0.5))
+    lenient.add_pairs(wm, real, strata=strata)
+    assert lenient.audit().stratum_z["knn"] > 3.5 and not any("stratum" in r for r in lenient.audit().reasons)
+
+
+def test_strata_survive_a_state_round_trip_and_an_old_state_has_none() -> None:
+    wm, real, strata = stratified_pairs(60, bias=0.3, seed=1)
+    calibrator = Calibrator()
+    calibrator.add_pairs(wm, real, strata=strata)
+    copy = Calibrator.from_json(calibrator.to_json())
+    assert copy.audit().stratum_bias == pytest.approx(calibrator.audit().stratum_bias, abs=1e-12)
+    old = calibrator.state_dict()
+    del old["strata"]
+    restored = Calibrator()
+    restored.load_state_dict(old)
+    assert restored.audit().stratum_z == {}
+    with pytest.raises(ConfigError, match="strata has 2 entries"):
+        Calibrator().add_pairs([0.1, 0.2, 0.3], [0.1, 0.2, 0.3], strata=["a", "b"])

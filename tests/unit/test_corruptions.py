@@ -11,6 +11,7 @@ from agents.code.grammar import SLOTS, SolutionChoices, render_script
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.tasks.spec import TaskSpec
 from wmrl_envs.world_models import Prediction, make_world_model
+from wmrl_envs.world_models.code_features import solution_family
 from wmrl_envs.world_models.corrupted import (
     DEFAULT_STRENGTHS,
     FAMILIES,
@@ -68,6 +69,8 @@ def test_script_family_reads_the_estimator_called_in_every_grammar_script() -> N
     # An import names a class without calling it; an SVM is no grammar family.
     assert script_family("from sklearn.neighbors import KNeighborsRegressor\nm = Ridge(alpha=1)") == "linear"
     assert script_family("m = GradientBoostingRegressor()") == "hist_gb"
+    assert script_family("m = SVC()") is None  # a family of the surrogate's, not of the grammar
+    assert solution_family("m = SVC()") == "svm" and solution_family("print(1)") is None
     assert script_family("m = SVC()\nprint(m)") is None and script_family("") is None
 
 

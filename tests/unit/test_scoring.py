@@ -97,6 +97,18 @@ def test_infra_failures_get_no_reward_and_never_reach_the_calibrator():
     assert math.isnan(anchor.rewards[2]) and math.isnan(world.rewards[1]) and np.isfinite(world.rewards[0])
 
 
+def test_anchor_strata_reach_the_calibrators_audit_aligned_with_their_pairs():
+    calibrator = Calibrator(CalibratorConfig(min_pairs_global=2, min_stratum_pairs=2))
+    core = ScoringCore(HashSchedule(), calibrator)
+    anchor = group("anchor", 1, real=[0.1, 0.2, 0.3, 0.4], wm=[0.6, 0.7, 0.3, 0.4], infra=(3,))
+    for sample, family in zip(anchor.samples, ["knn", "knn", "linear", "linear"]):
+        sample.stratum = family
+    assert anchor.pair_strata == ["knn", "knn", "linear"]  # the infrastructure failure has no pair
+    core.fuse([anchor])
+    assert calibrator.state_dict()["strata"] == ["knn", "knn", "linear"]
+    assert set(calibrator.audit().stratum_bias) == {"knn"}  # linear has one pair, below the minimum
+
+
 def test_no_debias_gives_raw_scores_clipped_and_no_denoise_weight_one():
     calibrator = Calibrator(CalibratorConfig(min_pairs_global=2))
     raw = ScoringCore(HashSchedule(), calibrator, FusionConfig(c=3.0), debias=False, denoise=False)

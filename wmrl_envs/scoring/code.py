@@ -27,6 +27,7 @@ import numpy as np
 from wmrl_envs.errors import InvalidSubmissionError
 from wmrl_envs.scoring.results import ScoredGroup, ScoreResult, bounded, tail
 from wmrl_envs.tasks.spec import Task
+from wmrl_envs.world_models.code_features import solution_family
 
 _FENCE = re.compile(r"```(?:python|py|python3)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 NO_CODE = "no fenced ```python block found in the response"
@@ -125,6 +126,7 @@ class CodeScorer:
                     if stream != "world_model":
                         sample.real_score = 0.0
                     continue
+                sample.stratum = solution_family(script)
                 if stream in ("world_model", "anchor"):
                     predict.append((gi, i))
                 if stream in ("real", "anchor"):

@@ -105,7 +105,7 @@ class ScoringCore:
         for g in anchors:
             wm, real = g.pairs
             if wm.size:
-                self.calibrator.add_pairs(wm, real, [g.task_id] * int(wm.size))
+                self.calibrator.add_pairs(wm, real, [g.task_id] * int(wm.size), strata=g.pair_strata)
         for g in groups:
             if g.stream == "world_model":
                 self._calibrate(g)

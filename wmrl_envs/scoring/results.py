@@ -68,6 +68,8 @@ class ScoreResult:
         stdout, stderr: Tails of the run's output.
         status: The executor's status of the run (``ok``, ``error``, ``timeout``, ...).
         leaderboard: The grading report (position, medal, above median, rpg).
+        stratum: The kind of solution (a script's model family), which the calibrator's
+            audit checks residuals by; None when the family scores no such thing.
         cost: Seconds spent: ``execution_s``, ``execution_cpu_s``, ``world_model_s`` and,
             for simulated episodes, ``simulation_s``, ``simulation_cpu_s``, ``simulation_steps``.
     """
@@ -87,6 +89,7 @@ class ScoreResult:
     stderr: str = ""
     status: str = ""
     leaderboard: dict[str, Any] = field(default_factory=dict)
+    stratum: str | None = None
     cost: dict[str, float] = field(default_factory=lambda: {"execution_s": 0.0, "world_model_s": 0.0})
 
     def __post_init__(self) -> None:
@@ -135,5 +138,16 @@ class ScoredGroup:
         if self.stream != "anchor":
             return np.empty(0), np.empty(0)
         wm, real = self.wm_raw, self.real
-        keep = np.isfinite(wm) & np.isfinite(real)
+        keep = self._paired(wm, real)
         return wm[keep], real[keep]
+
+    @property
+    def pair_strata(self) -> list[str | None]:
+        """The stratum of each of :attr:`pairs`, in the same order."""
+        if self.stream != "anchor":
+            return []
+        return [s.stratum for s, keep in zip(self.samples, self._paired(self.wm_raw, self.real)) if keep]
+
+    @staticmethod
+    def _paired(wm: np.ndarray, real: np.ndarray) -> np.ndarray:
+        return np.isfinite(wm) & np.isfinite(real)

@@ -48,6 +48,9 @@ MODEL_FAMILIES: dict[str, re.Pattern[str]] = {
         "naive_bayes": r"^(Gaussian|Multinomial|Bernoulli|Complement|Categorical)NB$",
     }.items()
 }
+_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+
+
 _ENSEMBLE = re.compile(r"^(Voting|Stacking|Bagging)(Classifier|Regressor)$")
 _TEXT_VECTORISER = re.compile(r"^(Tfidf|Count|Hashing)Vectorizer$")
 _SCALER = re.compile(r"^(Standard|MinMax|Robust|MaxAbs)Scaler$|^(Normalizer|QuantileTransformer|PowerTransformer)$")
@@ -121,6 +124,19 @@ class ScriptAnalysis:
     column_refs: set[str] = field(default_factory=set)
     string_constants: set[str] = field(default_factory=set)
     read_paths: set[str] = field(default_factory=set)
+
+
+def solution_family(script: str) -> str | None:
+    """The :data:`MODEL_FAMILIES` name of the first estimator ``script`` constructs, or None.
+
+    An estimator is recognised by the class it calls (``KNeighborsRegressor(...)``), never by
+    an import: a script may import every family and use one.
+    """
+    for match in _CALL.finditer(script):
+        for family, pattern in MODEL_FAMILIES.items():
+            if pattern.search(match.group(1)):
+                return family
+    return None
 
 
 def analyse_script(script: str) -> ScriptAnalysis:

@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from statistics import NormalDist
@@ -67,7 +66,7 @@ from typing import Any
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.tasks.spec import Task
 from wmrl_envs.world_models.base import Prediction, WorldModel, make_world_model
-from wmrl_envs.world_models.code_features import MODEL_FAMILIES
+from wmrl_envs.world_models.code_features import solution_family
 
 #: The solution families of the grammar policy (``agents/code/grammar.py``, slot ``model``).
 FAMILIES = ("constant", "linear", "knn", "tree", "random_forest", "extra_trees", "hist_gb", "mlp")
@@ -77,24 +76,16 @@ DEFAULT_STRENGTHS = {"saturate": 4.0, "task_offset": 0.15, "family_bias": 0.3, "
 KINDS = tuple(DEFAULT_STRENGTHS)
 # The surrogate's features call HistGradientBoosting (and other boosting) "boosting".
 _GRAMMAR_NAMES = {"boosting": "hist_gb"}
-_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 _NORMAL = NormalDist()
 
 
 def script_family(script: str) -> str | None:
-    """The family (:data:`FAMILIES`) of the first estimator ``script`` constructs, or None.
-
-    An estimator is recognised by the class it calls (``KNeighborsRegressor(...)``), with the
-    surrogate's family patterns (``code_features.MODEL_FAMILIES``), never by an import: the
-    grammar's scripts import every family.
-    """
-    for match in _CALL.finditer(script):
-        for family, pattern in MODEL_FAMILIES.items():
-            if pattern.search(match.group(1)):
-                family = _GRAMMAR_NAMES.get(family, family)
-                if family in FAMILIES:  # an SVM or naive Bayes is no grammar family
-                    return family
-    return None
+    """The grammar family (:data:`FAMILIES`) of the first estimator ``script`` constructs, or
+    None (:func:`~wmrl_envs.world_models.code_features.solution_family`, in the grammar's names:
+    an SVM or naive Bayes is no grammar family)."""
+    family = solution_family(script)
+    family = _GRAMMAR_NAMES.get(family, family)
+    return family if family in FAMILIES else None
 
 
 def saturation(score: float, k: float) -> float:
