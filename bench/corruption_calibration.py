@@ -104,9 +104,13 @@ def predictions(model, rows: Rows) -> np.ndarray:
     return np.array([min(max(p.score, 0.0), 1.0) for p in model.predict(rows.tasks, rows.scripts)])
 
 
+#: ``--calibration NAME=VALUE`` overrides of the trainer's calibrator settings (a sensitivity run).
+OVERRIDES: dict[str, float] = {}
+
+
 def trainer_calibrator(**overrides) -> Calibrator:
-    """A calibrator with the trainer's settings (``WMRLConfig().calibration``)."""
-    return Calibrator(replace(WMRLConfig().calibration, **overrides))
+    """A calibrator with the trainer's settings (``WMRLConfig().calibration``) and ``--calibration``."""
+    return Calibrator(replace(WMRLConfig().calibration, **{**OVERRIDES, **overrides}))
 
 
 def mean_se(values) -> dict[str, float]:
@@ -139,9 +143,11 @@ def one_draw(pred: np.ndarray, rows: Rows, draw: int, group_size: int) -> dict[s
     return out
 
 
-def corruption_rows(suite: str, rows: Rows, base, draws: int, group_size: int) -> list[dict]:
+def corruption_rows(suite: str, rows: Rows, base, draws: int, group_size: int, kinds) -> list[dict]:
     out = []
     for kind, strengths in STRENGTHS.items():
+        if kind not in kinds:
+            continue
         for strength in strengths:
             per_seed = []
             for draw in range(draws):
@@ -233,13 +239,15 @@ def markdown(result: dict) -> str:
                 f"{fmt(m[100]['calibrated'])} | {fmt(m[100]['reduction'], 2)} | "
                 f"{fmt(m[100]['var_ratio'], 2)} | {a[40]:.2f} | {a[60]:.2f} | {a[100]:.2f} | {a[200]:.2f} | "
                 f"{'never (median)' if first is None else f'{first:.0f}'} |")
-        clean = next(r for r in result["rows"] if r["suite"] == suite and r["corruption"] == "none")
-        lines += ["", f"Clean surrogate: calibrated MAE at 100 pairs {fmt(clean['mae'][100]['calibrated'])} against "
-                  f"the in-sample isotonic floor {clean['isotonic_floor_mae']:.3f} (gap "
-                  f"{clean['mae'][100]['calibrated']['mean'] - clean['isotonic_floor_mae']:+.3f}).", ""]
-    lines += ["**Drift and forgetting** (drift strength {0}, {1} steps of {2} pairs; MAE of the final map on the "
-              "final step's predictions)".format(meta["drift_strength"], DRIFT_STEPS, DRIFT_PAIRS_PER_STEP), "",
-              "| suite | raw | all pairs | window 40 | window 80 |", "|---|---|---|---|---|"]
+        clean = next((r for r in result["rows"] if r["suite"] == suite and r["corruption"] == "none"), None)
+        if clean is not None:
+            lines += ["", f"Clean surrogate: calibrated MAE at 100 pairs {fmt(clean['mae'][100]['calibrated'])} against "
+                      f"the in-sample isotonic floor {clean['isotonic_floor_mae']:.3f} (gap "
+                      f"{clean['mae'][100]['calibrated']['mean'] - clean['isotonic_floor_mae']:+.3f}).", ""]
+    if result["drift"]:
+        lines += [f"**Drift and forgetting** (drift strength {meta['drift_strength']}, {DRIFT_STEPS} steps of "
+                  f"{DRIFT_PAIRS_PER_STEP} pairs; MAE of the final map on the final step's predictions)", "",
+                  "| suite | raw | all pairs | window 40 | window 80 |", "|---|---|---|---|---|"]
     for d in result["drift"]:
         w = d["by_window"]
         lines.append(f"| {d['suite']} | {fmt(d['raw'])} | {fmt(w['None'])} | {fmt(w['40'])} | {fmt(w['80'])} |")
@@ -254,18 +262,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--draws", type=int, default=20)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--drift-strength", type=float, default=4.0)
+    parser.add_argument("--calibration", nargs="+", default=[], metavar="NAME=VALUE",
+                        help="override a numeric calibrator setting, e.g. stratum_z=3")
+    parser.add_argument("--kinds", nargs="+", default=list(STRENGTHS), choices=list(STRENGTHS),
+                        help="corruptions to run (default: all)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    for item in args.calibration:
+        name, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--calibration takes NAME=VALUE, got {item!r}")
+        OVERRIDES[name] = float(value) if "." in value or "e" in value else int(value)
     base = CachedWorldModel(make_world_model("surrogate"))
     rows_out, drift_out, counts = [], [], {}
     for suite in args.suites:
         rows = load_rows(suite)
         counts[suite] = f"{rows.real.size} rows of {len(set(rows.task_ids))} tasks"
-        rows_out += corruption_rows(suite, rows, base, args.draws, args.group_size)
-        drift_out += drift_rows(suite, rows, base, args.draws, args.group_size, args.drift_strength)
+        rows_out += corruption_rows(suite, rows, base, args.draws, args.group_size, args.kinds)
+        if "none" in args.kinds:  # the drift table sits with the full run
+            drift_out += drift_rows(suite, rows, base, args.draws, args.group_size, args.drift_strength)
     meta = {**machine_info(), "rows": "; ".join(f"{s}: {c}" for s, c in counts.items()), "draws": args.draws,
             "group_size": args.group_size, "drift_strength": args.drift_strength,
-            "calibrator": WMRLConfig().calibration.to_dict(), "argv": sys.argv[1:] if argv is None else argv}
+            "calibrator": replace(WMRLConfig().calibration, **OVERRIDES).to_dict(), "argv": sys.argv[1:] if argv is None else argv}
     result = {"meta": meta, "rows": rows_out, "drift": drift_out}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "corruption_calibration.json").write_text(json.dumps(result, indent=1, default=str))
