@@ -7,11 +7,15 @@ Runs, interleaved in one process so machine noise hits both sides alike:
    a trivial script and a small numpy script; median and added milliseconds per run.
 2. throughput: CPU-bound pure-Python scripts (about ``--loop-s`` seconds each) through an
    ``ExecutorPool`` with 1 and 2 workers; scripts per second and the speed-up.
+3. Ray throughput: the same scripts through ``make_executor("ray")`` on a local Ray cluster
+   started with ``ray.init(num_cpus=1)`` and then ``num_cpus=2`` (the pool has a thread per
+   script, so Ray's CPUs bound the concurrency); start-up and prewarm are timed apart from the
+   batch. ``--skip-ray`` leaves it out (it needs ``pip install 'wmrl[ray]'``).
 
 Writes ``bench/results/sandbox_overhead.json`` and ``.md``. Targets: under 60 ms added per
 run, at least 1.7x throughput with 2 workers on 2 cores.
 
-    python bench/sandbox_overhead.py [--runs 20] [--pool-jobs 6] [--loop-s 1.5]
+    python bench/sandbox_overhead.py [--runs 20] [--pool-jobs 6] [--loop-s 1.5] [--skip-ray]
 """
 
 from __future__ import annotations
@@ -93,21 +97,52 @@ def host_busy_cpu_s() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def timed_batch(pool: ExecutorPool, items: list, label: str) -> dict[str, float]:
+    """Scripts per second, mean CPU-seconds per script and the other load, for one batch."""
+    busy, start = host_busy_cpu_s(), time.perf_counter()
+    results = pool.run_batch(items)
+    elapsed, busy = time.perf_counter() - start, host_busy_cpu_s() - busy
+    if not all(r.ok for r in results):
+        raise RuntimeError(f"a throughput run failed: {[r for r in results if not r.ok][:1]}")
+    ours = sum(r.cpu_s for r in results)
+    return {
+        f"scripts_per_s_{label}": len(items) / elapsed,
+        f"mean_cpu_s_{label}": ours / len(items),
+        # On a shared machine other work competes for the cores; record how much.
+        f"other_load_cores_{label}": max(0.0, busy - ours) / elapsed,
+    }
+
+
+def loop_items(task, n: int, jobs: int) -> list:
+    return [(LOOP.format(n=n + i), task) for i in range(jobs)]  # distinct scripts
+
+
 def throughput(executor, task, n: int, jobs: int) -> dict[str, float]:
-    items = [(LOOP.format(n=n + i), task) for i in range(jobs)]  # distinct scripts
     out: dict[str, float] = {}
     for workers in (1, 2):
         with ExecutorPool(executor, workers=workers) as pool:
-            busy, start = host_busy_cpu_s(), time.perf_counter()
-            results = pool.run_batch(items)
-            elapsed, busy = time.perf_counter() - start, host_busy_cpu_s() - busy
-        if not all(r.ok for r in results):
-            raise RuntimeError(f"a throughput run failed: {[r for r in results if not r.ok][:1]}")
-        ours = sum(r.cpu_s for r in results)
-        out[f"scripts_per_s_{workers}w"] = jobs / elapsed
-        out[f"mean_cpu_s_{workers}w"] = ours / jobs
-        # On a shared machine other work competes for the cores; record how much.
-        out[f"other_load_cores_{workers}w"] = max(0.0, busy - ours) / elapsed
+            out |= timed_batch(pool, loop_items(task, n, jobs), f"{workers}w")
+    out["speedup_2w"] = out["scripts_per_s_2w"] / out["scripts_per_s_1w"]
+    return out
+
+
+def ray_throughput(task, n: int, jobs: int) -> dict[str, float]:
+    """The throughput batch through the Ray executor on a local cluster of 1, then 2 CPUs."""
+    import ray
+
+    out: dict[str, float] = {}
+    for cpus in (1, 2):
+        start = time.perf_counter()
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+        try:
+            executor = make_executor("ray")
+            executor.prewarm([task])
+            out[f"startup_s_{cpus}w"] = time.perf_counter() - start  # ray.init plus prewarm
+            with ExecutorPool(executor, workers=jobs) as pool:
+                pool.run_batch([("pass\n", task)] * 2 * cpus)  # each worker builds its sandbox once
+                out |= timed_batch(pool, loop_items(task, n, jobs), f"{cpus}w")
+        finally:
+            ray.shutdown()
     out["speedup_2w"] = out["scripts_per_s_2w"] / out["scripts_per_s_1w"]
     return out
 
@@ -159,6 +194,22 @@ def to_markdown(report: dict) -> str:
             f"machine kept {tp['other_load_cores_1w']:.1f} and {tp['other_load_cores_2w']:.1f} cores busy meanwhile."
         ),
         "",
+    ]
+    rt = report.get("ray_throughput")
+    if rt is not None:
+        lines += [
+            (
+                f"Through the Ray executor (`ray.init(num_cpus=1|2)`, each run a Ray task holding one CPU), "
+                f"the same batch: {rt['scripts_per_s_1w']:.3f} scripts/s on 1 CPU "
+                f"({rt['scripts_per_s_1w'] / tp['scripts_per_s_1w']:.2f}x the local pool), "
+                f"{rt['scripts_per_s_2w']:.3f} on 2 CPUs ({rt['scripts_per_s_2w'] / tp['scripts_per_s_2w']:.2f}x the "
+                f"local pool, {rt['speedup_2w']:.2f}x its 1-CPU rate). Start-up (ray.init and prewarm, not in the rates): "
+                f"{rt['startup_s_1w']:.1f} s and {rt['startup_s_2w']:.1f} s. Other load: "
+                f"{rt['other_load_cores_1w']:.1f} and {rt['other_load_cores_2w']:.1f} cores."
+            ),
+            "",
+        ]
+    lines += [
         (
             f"Targets: added latency < {TARGET_ADDED_MS:.0f} ms ({verdict(report['targets']['latency_met'])}), "
             f"2-worker speed-up >= {TARGET_SPEEDUP}x ({verdict(report['targets']['speedup_met'])})."
@@ -174,6 +225,7 @@ def main() -> None:
     parser.add_argument("--pool-jobs", type=int, default=6, help="CPU-bound scripts per throughput batch")
     parser.add_argument("--loop-s", type=float, default=1.5, help="approximate seconds per CPU-bound script")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the .json and .md")
+    parser.add_argument("--skip-ray", action="store_true", help="leave out the Ray executor's throughput")
     args = parser.parse_args()
 
     machine_info = machine()  # before the runs: it records the load they start under
@@ -186,6 +238,7 @@ def main() -> None:
         lat = latency(executor, task, runtime.python, args.runs)
         n = calibrate_loop(runtime.python, args.loop_s)
         tp = throughput(executor, task, n, args.pool_jobs)
+        rt = None if args.skip_ray else ray_throughput(task, n, args.pool_jobs)
         enforced = executor.run("pass", task).enforced
 
     machine_info["loadavg_1m_at_end"] = os.getloadavg()[0]
@@ -204,6 +257,7 @@ def main() -> None:
         },
         "latency": lat,
         "throughput": tp,
+        "ray_throughput": rt,
         "targets": {
             "latency_met": all(row["added_ms"] < TARGET_ADDED_MS for row in lat.values()),
             "speedup_met": tp["speedup_2w"] >= TARGET_SPEEDUP,

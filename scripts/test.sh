@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
+# verl pins transformers<5.11, so its integration tests run in a virtualenv of their own.
+bash scripts/setup_verl.sh >/dev/null
 source scripts/_env.sh
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 exec "$PY" -m pytest -m "not gpu and not download" -p no:cacheprovider "$@"

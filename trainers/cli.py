@@ -8,6 +8,7 @@
     wmrl train --env wmrl/LIBERO-Long-v0 --mode wmrl --policy vla --policy-path runs/libero/bc/policy.pt ...
     wmrl eval --split heldout --policy reference:hist_gb,reference:linear -k 4
     wmrl eval --env wmrl/LIBERO-Long-v0 --trials 50 --policy scripted,runs/libero/bc
+    wmrl serve --env wmrl/MLEDojo-v0 --reward fused --port 8000 --max-sessions 4
 """
 
 from __future__ import annotations
@@ -153,11 +154,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return get_family(args.env).evaluate(args)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from wmrl_envs.integrations.openenv import serve
+
+    serve(args.env, host=args.host, port=args.port, max_sessions=args.max_sessions, reward=args.reward,
+          split=args.split, task_ids=args.tasks, max_turns=args.max_turns, executor=args.executor,
+          workers=args.workers, world_model=args.world_model, anchor_fraction=args.anchor_fraction,
+          anchor_seed=args.anchor_seed)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wmrl", description="WMRL: world-model RL for research agents")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from wmrl_envs.tasks import SPLIT_CHOICES
+    from wmrl_envs.tasks import SPLIT_CHOICES, SPLITS
     from wmrl_envs.tasks.cli import add_grade_parser, add_tasks_parser
 
     add_tasks_parser(sub)
@@ -195,6 +206,29 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--out", default="runs/eval", help="output folder (default: %(default)s)")
     ev.set_defaults(func=cmd_eval)
+
+    sv = sub.add_parser("serve", help="serve a code env to OpenEnv clients (needs the openenv extra)",
+                        description="An OpenEnv server: concurrent sessions over one env id, all scored by one "
+                                    "shared scoring core (one calibrator). Clients: "
+                                    "openenv.GenericEnvClient(base_url=URL).sync(); see docs/examples/openenv_example.py.")
+    sv.add_argument("--env", default="wmrl/MLEDojo-v0", help="code environment id (default: %(default)s)")
+    sv.add_argument("--reward", default="fused", choices=("real", "world_model", "fused"),
+                    help="reward source (default: %(default)s)")
+    sv.add_argument("--host", default="127.0.0.1",
+                    help="address to bind (default: %(default)s; clients run code in this machine's sandbox)")
+    sv.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    sv.add_argument("--max-sessions", type=int, default=4, help="concurrent sessions (default: %(default)s)")
+    sv.add_argument("--split", default="train", choices=SPLITS,
+                    help="tasks a reset without task_id draws from (default: %(default)s)")
+    sv.add_argument("--tasks", nargs="*", help="restrict that pool to these task ids")
+    sv.add_argument("--max-turns", type=int, default=1, help="responses per episode (default: %(default)s)")
+    sv.add_argument("--executor", default="bwrap", help="sandbox backend (default: %(default)s)")
+    sv.add_argument("--workers", type=int, default=None, help="parallel executions (default: one per core)")
+    sv.add_argument("--world-model", default="surrogate", help="world model name (default: %(default)s)")
+    sv.add_argument("--anchor-fraction", type=float, default=0.1,
+                    help="fused: share of anchor groups (default: %(default)s)")
+    sv.add_argument("--anchor-seed", type=int, default=0, help="fused: seed of the anchor hash (default: %(default)s)")
+    sv.set_defaults(func=cmd_serve)
     return parser
 
 

@@ -11,6 +11,7 @@ or run folder is left behind, and the executor still runs hello world.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import textwrap
@@ -91,8 +92,8 @@ def bwrap_executor(tmp_path_factory):
     return executor
 
 
-@pytest.fixture
-def arena(bwrap_executor, tmp_path) -> Arena:
+def build_arena(executor, tmp_path: Path, work_root: Path) -> Arena:
+    """A fresh arena for ``executor`` (``tests/integration/test_ray.py`` reuses it for Ray)."""
     answers_token = f"ANSWERTOKEN{uuid.uuid4().hex}"
     root = tmp_path / "task"
     (root / "public").mkdir(parents=True)
@@ -114,17 +115,23 @@ def arena(bwrap_executor, tmp_path) -> Arena:
     canary = tmp_path / "canary.txt"
     canary.write_text("untouched")
     return Arena(
-        executor=bwrap_executor,
+        executor=executor,
         task=task,
         marker=f"wmrlsec{uuid.uuid4().hex[:12]}",
         answers_token=answers_token,
         canary=canary,
-        work_root=bwrap_executor.work_root,
+        work_root=work_root,
     )
 
 
-@pytest.fixture(autouse=True)
-def host_unaffected(arena):
+@pytest.fixture
+def arena(bwrap_executor, tmp_path) -> Arena:
+    return build_arena(bwrap_executor, tmp_path, bwrap_executor.work_root)
+
+
+@contextlib.contextmanager
+def host_guard(arena: Arena):
+    """Check, after the block, that the host is as it was and the executor still works."""
     public_before = _digest(arena.task.public_dir)
     answers_before = arena.task.answers_path.read_text()
     yield
@@ -138,3 +145,9 @@ def host_unaffected(arena):
     hello = arena.executor.run("print('still alive')", arena.task, LIMITS)
     assert hello.status is ExecutionStatus.OK, hello
     assert hello.stdout == "still alive\n"
+
+
+@pytest.fixture(autouse=True)
+def host_unaffected(arena):
+    with host_guard(arena):
+        yield

@@ -24,6 +24,7 @@ from wmrl_envs.sandbox.limits import Limits
 if TYPE_CHECKING:
     from wmrl_envs.sandbox.bwrap import BwrapExecutor
     from wmrl_envs.sandbox.pool import ExecutorPool
+    from wmrl_envs.sandbox.ray_executor import RayExecutor
     from wmrl_envs.sandbox.runtime import ensure_runtime
     from wmrl_envs.sandbox.unsafe import UnsafeSubprocessExecutor
 
@@ -34,6 +35,7 @@ __all__ = [
     "Executor",
     "ExecutorPool",
     "Limits",
+    "RayExecutor",
     "UnsafeSubprocessExecutor",
     "ensure_runtime",
     "make_executor",
@@ -42,18 +44,20 @@ __all__ = [
 _LAZY = {
     "BwrapExecutor": "wmrl_envs.sandbox.bwrap",
     "ExecutorPool": "wmrl_envs.sandbox.pool",
+    "RayExecutor": "wmrl_envs.sandbox.ray_executor",
     "UnsafeSubprocessExecutor": "wmrl_envs.sandbox.unsafe",
     "ensure_runtime": "wmrl_envs.sandbox.runtime",
 }
 
-EXECUTOR_NAMES = ("bwrap", "unsafe-subprocess")
+EXECUTOR_NAMES = ("bwrap", "unsafe-subprocess", "ray")
 
 
 def make_executor(name: str = "bwrap", **kwargs: Any) -> Executor:
-    """Build an executor by name: ``"bwrap"`` (default) or ``"unsafe-subprocess"``.
+    """Build an executor by name: ``"bwrap"`` (default), ``"unsafe-subprocess"`` or ``"ray"``.
 
     ``kwargs`` go to the executor (``runtime``, ``work_root``, ``use_cgroups``, and for bwrap
-    ``tmpfs_work_dir``). Raises
+    ``tmpfs_work_dir``; for ``"ray"`` see :class:`~wmrl_envs.sandbox.ray_executor.RayExecutor`,
+    which runs bwrap on the nodes of an initialised Ray cluster). Raises
     :class:`SandboxUnavailableError` when the backend cannot run here.
     """
     if name == "bwrap":
@@ -64,6 +68,10 @@ def make_executor(name: str = "bwrap", **kwargs: Any) -> Executor:
         from wmrl_envs.sandbox.unsafe import UnsafeSubprocessExecutor
 
         return UnsafeSubprocessExecutor(**kwargs)
+    if name == "ray":
+        from wmrl_envs.sandbox.ray_executor import RayExecutor
+
+        return RayExecutor(**kwargs)
     raise SandboxUnavailableError(f"unknown executor {name!r}; choose one of {EXECUTOR_NAMES}")
 
 

@@ -1,0 +1,363 @@
+"""WMRL from TRL 1.16: a fused reward function, a GRPO trainer that weights anchors, a checkpoint callback.
+
+::
+
+    from trainers.integrations.prompts import code_tasks
+    from trainers.integrations.trl import (WMRLGRPOTrainer, WMRLReward, WMRLStateCallback,
+                                           build_dataset, make_code_core)
+
+    tasks = code_tasks("wmrl/MLEDojo-v0")
+    core = make_code_core(anchor_fraction=0.1, seed=0)
+    reward = WMRLReward(core, tasks, num_generations=8)
+    trainer = WMRLGRPOTrainer(model, reward_funcs=reward, args=GRPOConfig(num_generations=8, ...),
+                              train_dataset=build_dataset(tasks), processing_class=tokenizer,
+                              callbacks=[WMRLStateCallback(core)])
+
+The pieces and who owns what (``docs/architecture.md`` §2):
+
+* :func:`build_dataset`: one row per task, ``prompt`` (the LM policy's chat messages,
+  :func:`agents.code.lm_policy.build_messages`), ``task_id`` and ``prompt_uid`` (a stable hash
+  of both).
+* :class:`WMRLReward`: TRL's reward-function contract. The rows TRL hands it come in groups of
+  ``num_generations`` consecutive rows (its ``RepeatSampler``). Each group's id is
+  ``(trainer_state.global_step, prompt_uid)``, so the core's :class:`HashSchedule` gives every
+  process the same stream for it. All groups of a call are scored by the one
+  :class:`~wmrl_envs.scoring.ScoringCore`. An infrastructure failure returns ``None``: TRL then
+  gives the row advantage 0 and leaves it out of the group's statistics.
+* :class:`WMRLGRPOTrainer`: TRL's ``GRPOTrainer``. Its only change: after TRL has computed the
+  advantages, every row's advantage is multiplied by its weight,
+  ``sample_weights(is_anchor, w_A)`` over the scored rows of the whole batch (all processes),
+  mean 1, as ``trainers/wmrl.py`` weights its loss. TRL's KL term stays unweighted, as in the
+  WMRL trainer. Multiplying the advantage is the same as weighting each row's policy term.
+  TRL's loss normaliser counts tokens without weights, and since the weights have mean 1 its
+  total is the same.
+* :class:`WMRLStateCallback`: writes ``ScoringCore.state_dict()`` (calibrator pairs, ``c``) into
+  every TRL checkpoint folder and restores it when training resumes from one.
+
+Several processes. Each process scores its own groups (its own executions and world-model
+batch). The raw scored groups are then gathered, and every process fuses the same list in the
+same order, so every process's calibrator takes the same pairs and stays identical. A group
+must not span two processes. The generation batch of one process is
+``per_device_train_batch_size * steps_per_generation`` rows (``per_device_eval_batch_size`` in
+evaluation), and it must be a multiple of ``num_generations``. Otherwise :class:`WMRLReward`
+(and the trainer, already at construction) raises :class:`ConfigError`. Giving both processes
+a part of one group would mean scoring that group in two halves, and an anchor group's pairs
+must enter the calibrator together.
+
+Not included: a multi-turn ``environment_factory``. TRL 1.16 calls ``reset(**row)`` on one
+environment per rollout and passes no training step, so a rollout cannot name its group by
+``(step, uid)`` without reaching into the trainer. ``get_reward()`` scores one rollout at a
+time, so a group is never scored as one batch. And its tools need a tool-calling chat template,
+which the offline models here (SmolLM2-135M, the toy tokenizer) lack, so it could not be tested.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agents.code.lm_policy import CausalLMPolicyConfig, build_messages
+from trainers.integrations.prompts import prompt_uid
+from wmrl_envs.calibration import Calibrator, CalibratorConfig
+from wmrl_envs.errors import ConfigError, MissingDependencyError
+from wmrl_envs.scoring import (CodeGroup, CodeScorer, FusionConfig, HashSchedule, ScoredGroup, ScoringCore,
+                               extract_code, sample_weights)
+from wmrl_envs.tasks.spec import Task
+
+try:
+    import datasets
+    import torch
+    import transformers
+    import trl
+except ImportError as exc:  # the optional extra
+    raise MissingDependencyError(f"the TRL integration needs the trl extra: pip install 'wmrl[trl]' ({exc})") from exc
+
+#: The TRL minor version this module was written and tested against (its private hooks change).
+TESTED_TRL = "1.16"
+#: The file a checkpoint folder holds the scoring state in.
+STATE_FILE = "wmrl_scoring.json"
+
+
+class TRLVersionError(MissingDependencyError):
+    """The installed TRL is not the minor version :class:`WMRLGRPOTrainer` was tested with."""
+
+
+def check_trl_version(version: str | None = None) -> str:
+    """``version`` (default: the installed TRL's) if it is a :data:`TESTED_TRL` release, else :class:`TRLVersionError`."""
+    version = trl.__version__ if version is None else version
+    if version.split(".")[:2] != TESTED_TRL.split("."):
+        raise TRLVersionError(f"WMRLGRPOTrainer overrides GRPOTrainer internals of TRL {TESTED_TRL}.x; the installed "
+                              f"TRL is {version}. Install it with: pip install 'trl=={TESTED_TRL}.0'")
+    return version
+
+
+# --------------------------------------------------------------------------- dataset
+
+
+def build_dataset(tasks: Iterable[Task], config: CausalLMPolicyConfig | None = None) -> datasets.Dataset:
+    """One row per task: ``prompt`` (chat messages, as the LM policy prompts), ``task_id``, ``prompt_uid``."""
+    config = config or CausalLMPolicyConfig()
+    rows = []
+    for task in tasks:
+        messages = build_messages(task, config)
+        rows.append({"prompt": messages, "task_id": task.id, "prompt_uid": prompt_uid(task.id, messages)})
+    if not rows:
+        raise ConfigError("build_dataset got no tasks")
+    return datasets.Dataset.from_list(rows)
+
+
+def make_code_core(anchor_fraction: float = 0.1, seed: int = 0, world_model: Any = "surrogate",
+                   executor: str = "bwrap", workers: int | None = None, calibration: CalibratorConfig | None = None,
+                   fusion: FusionConfig | None = None) -> ScoringCore:
+    """A run's scoring core for code tasks: the hash schedule, a calibrator of its own and a code scorer.
+
+    ``c`` is ``1/η̂²`` at the first residual unless ``fusion`` sets it (there is no warmup here).
+    """
+    return ScoringCore(HashSchedule(anchor_fraction, seed), Calibrator(calibration), fusion,
+                       scorer=CodeScorer(world_model, executor=executor, workers=workers))
+
+
+# --------------------------------------------------------------------------- reward function
+
+
+def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
+    """The text of a TRL completion: a string, or (conversational) the assistant messages' contents."""
+    if isinstance(completion, str):
+        return completion
+    return "\n".join(str(m.get("content") or "") for m in completion if m.get("role", "assistant") == "assistant")
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """What one call of :class:`WMRLReward` scored, one entry per row of the process's batch.
+
+    Attributes:
+        group_ids: Each row's group id, ``(global_step, prompt_uid)``.
+        streams: Each row's stream (``"anchor"`` or ``"world_model"``).
+        is_anchor: Whether the row is an anchor sample.
+        rewards: Each row's reward, NaN for an infrastructure failure (returned as None).
+        scored: Whether the row has a reward.
+        fusion_weights: The core's weight of each row (``w_A`` for anchors, 1 otherwise), before
+            normalisation.
+        w_anchor: The core's anchor weight after the call (the same on every process).
+    """
+
+    group_ids: list[tuple[int, str]]
+    streams: list[str]
+    is_anchor: np.ndarray
+    rewards: np.ndarray
+    scored: np.ndarray
+    fusion_weights: np.ndarray
+    w_anchor: float
+
+
+def _world() -> tuple[int, int]:
+    """(rank, world size) of the torch.distributed group, (0, 1) without one."""
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+class WMRLReward:
+    """The fused WMRL reward as a TRL reward function (see the module docstring).
+
+    Args:
+        core: The run's scoring core (a code scorer; schedule, calibrator and weight).
+        tasks: The tasks the dataset's ``task_id`` column names.
+        num_generations: TRL's ``num_generations``: rows per group.
+
+    After each call, :attr:`last` holds the call's :class:`BatchRecord` (for
+    :class:`WMRLGRPOTrainer`).
+    """
+
+    def __init__(self, core: ScoringCore, tasks: Iterable[Task], num_generations: int) -> None:
+        if core.scorer is None:
+            raise ConfigError("WMRLReward needs a scoring core with a scorer (make_code_core builds one)")
+        if num_generations < 2:
+            raise ConfigError(f"num_generations must be >= 2 (a group needs a baseline), got {num_generations}")
+        self.core = core
+        self.tasks = {t.id: t for t in tasks}
+        self.num_generations = num_generations
+        self.last: BatchRecord | None = None
+
+    def groups(self, completions: Sequence[Any], task_id: Sequence[str], prompt_uid: Sequence[str],
+               step: int) -> list[CodeGroup]:
+        """The batch's code groups: ``num_generations`` consecutive rows each, id ``(step, prompt_uid)``."""
+        n, g = len(completions), self.num_generations
+        if not (len(task_id) == len(prompt_uid) == n):
+            raise ConfigError(f"{n} completions but {len(task_id)} task ids and {len(prompt_uid)} prompt uids")
+        if n % g:
+            raise ConfigError(
+                f"this process got {n} rows, not a multiple of num_generations={g}: a group would span two "
+                "processes. Make per_device_train_batch_size * steps_per_generation (and the eval batch) "
+                "a multiple of num_generations")
+        out = []
+        for start in range(0, n, g):
+            rows = range(start, start + g)
+            uids = {prompt_uid[i] for i in rows}
+            tasks = {task_id[i] for i in rows}
+            if len(uids) != 1 or len(tasks) != 1:
+                raise ConfigError(f"rows {start}..{start + g - 1} do not share one prompt (uids {sorted(uids)}): "
+                                  "the batch is not in TRL's groups of num_generations consecutive rows")
+            (tid,) = tasks
+            if tid not in self.tasks:
+                raise ConfigError(f"task {tid!r} of the dataset is not among the reward's {len(self.tasks)} tasks")
+            scripts = [extract_code(completion_text(completions[i])) for i in rows]
+            out.append(CodeGroup(self.tasks[tid], scripts, (int(step), uids.pop())))
+        return out
+
+    def score(self, groups: Sequence[CodeGroup]) -> list[ScoredGroup]:
+        """Score this process's groups through the core. With several processes, each scores its
+        own groups and every process fuses all of them, in rank order (the module docstring)."""
+        rank, world = _world()
+        if world == 1:
+            return self.core.score(groups)
+        core = self.core
+        raw = core.scorer.score(groups, core.streams([g.group_id for g in groups]))
+        gathered: list[list[ScoredGroup] | None] = [None] * world
+        torch.distributed.all_gather_object(gathered, raw)
+        offset = sum(len(part) for part in gathered[:rank])
+        fused = core.fuse([g for part in gathered for g in part])
+        return fused[offset:offset + len(groups)]
+
+    def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, *,
+                 task_id: Sequence[str], prompt_uid: Sequence[str], trainer_state: Any = None,
+                 log_metric: Any = None, log_extra: Any = None, **_: Any) -> list[float | None]:
+        """One reward per row, ``None`` for an infrastructure failure (TRL's reward-function signature)."""
+        step = trainer_state.global_step if trainer_state is not None else 0
+        scored = self.score(self.groups(completions, task_id, prompt_uid, step))
+        samples = [(g, s) for g in scored for s in g.samples]
+        rewards = np.array([r for g in scored for r in g.rewards], dtype=float)
+        self.last = BatchRecord(
+            group_ids=[g.group_id for g, _ in samples], streams=[g.stream for g, _ in samples],
+            is_anchor=np.array([g.stream == "anchor" for g, _ in samples], dtype=bool),
+            rewards=rewards, scored=np.isfinite(rewards), fusion_weights=np.array([s.fusion_weight for _, s in samples]),
+            w_anchor=self.core.anchor_weight())
+        if log_metric is not None:
+            for name, value in self.metrics(scored).items():
+                log_metric(name, value)
+        if log_extra is not None:
+            log_extra("wmrl/stream", self.last.streams)
+            log_extra("wmrl/wm_score_raw", [s.wm_score_raw for _, s in samples])
+            log_extra("wmrl/real_score", [s.real_score for _, s in samples])
+            log_extra("wmrl/fusion_weight", self.last.fusion_weights.tolist())
+        return [float(r) if np.isfinite(r) else None for r in rewards]
+
+    def metrics(self, scored: Sequence[ScoredGroup]) -> dict[str, float]:
+        """``calibration/*`` and ``fusion/*`` from the core, the batch's anchor share, and ``cost/*``
+        (this process's seconds and counts)."""
+        out = dict(self.core.metrics())
+        samples = [s for g in scored for s in g.samples]
+        out["anchors/group_share"] = float(np.mean([g.stream == "anchor" for g in scored]))
+        out["reward/dropped"] = float(sum(s.infra_failure for s in samples))
+        out["cost/execution_s"] = float(sum(s.cost.get("execution_s", 0.0) for s in samples))
+        out["cost/world_model_s"] = float(sum(s.cost.get("world_model_s", 0.0) for s in samples))
+        out["cost/executions"] = float(sum(bool(s.status) for s in samples))
+        out["cost/predictions"] = float(sum(s.wm_score_raw is not None for s in samples))
+        return out
+
+
+# --------------------------------------------------------------------------- trainer
+
+
+def _wmrl_reward(reward_funcs: Sequence[Any]) -> WMRLReward:
+    found = [f for f in reward_funcs if isinstance(f, WMRLReward)]
+    if len(found) != 1:
+        raise ConfigError(f"WMRLGRPOTrainer needs exactly one WMRLReward among its reward functions, got {len(found)}")
+    return found[0]
+
+
+class WMRLGRPOTrainer(trl.GRPOTrainer):
+    """TRL's ``GRPOTrainer`` with WMRL's inverse-variance anchor weight on the advantages.
+
+    Takes ``GRPOTrainer``'s arguments; ``reward_funcs`` must hold one :class:`WMRLReward`.
+
+    Raises:
+        TRLVersionError: The installed TRL is not a :data:`TESTED_TRL` release.
+        ConfigError: The reward's ``num_generations`` differs from the config's, or a process's
+            generation batch is not whole groups.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        check_trl_version()
+        super().__init__(*args, **kwargs)
+        self.wmrl_reward = _wmrl_reward(self.reward_funcs)
+        g = self.wmrl_reward.num_generations
+        cfg = self.args
+        if cfg.num_generations != g or (cfg.num_generations_eval or g) != g:
+            raise ConfigError(f"WMRLReward groups {g} rows but the config has num_generations={cfg.num_generations}, "
+                              f"num_generations_eval={cfg.num_generations_eval}")
+        local = cfg.per_device_train_batch_size * cfg.steps_per_generation
+        if local % g:
+            raise ConfigError(f"per_device_train_batch_size * steps_per_generation = {local} is not a multiple of "
+                              f"num_generations={g}: a group would span two processes")
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        record = self.wmrl_reward.last
+        advantages = output["advantages"]
+        if record is None or len(record.streams) != advantages.shape[0]:
+            raise ConfigError("the WMRL reward did not score this batch (was it called with the batch's rows?)")
+        weights = self._anchor_weights(record).to(advantages.device, advantages.dtype)
+        output["advantages"] = advantages * (weights if advantages.dim() == 1 else weights[:, None])
+        return output
+
+    def _anchor_weights(self, record: BatchRecord) -> torch.Tensor:
+        """This process's rows' weights: ``sample_weights`` over the scored rows of every process (mean 1
+        there); a row without a reward has advantage 0 and weight 0."""
+        device = self.accelerator.device
+        local = torch.as_tensor(np.stack([record.is_anchor, record.scored]).astype(np.int64), device=device)
+        everyone = self.accelerator.gather(local.T.contiguous()).cpu().numpy().astype(bool)  # [N, 2]
+        is_anchor, scored = everyone[:, 0], everyone[:, 1]
+        weights = np.zeros(len(everyone))
+        if scored.any():
+            weights[scored] = sample_weights(is_anchor[scored], record.w_anchor)
+        start = self.accelerator.process_index * len(record.streams)
+        return torch.as_tensor(weights[start:start + len(record.streams)], dtype=torch.float32)
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+class WMRLStateCallback(transformers.TrainerCallback):
+    """Keeps the scoring core's state (calibrator pairs, ``c``) in TRL's checkpoints.
+
+    ``on_save`` writes :data:`STATE_FILE` into ``<output_dir>/checkpoint-<step>`` (the main
+    process; every process's calibrator is the same). ``on_train_begin`` of a resumed run
+    (global step > 0) loads it from ``resume_from`` if set, else from the checkpoint of that
+    step in ``output_dir``, which is where ``trainer.train(resume_from_checkpoint=True)`` resumes.
+
+    Raises:
+        ConfigError: On resume, when the checkpoint has no WMRL state: continuing with an empty
+            calibrator would silently change the run.
+    """
+
+    def __init__(self, core: ScoringCore, resume_from: str | os.PathLike | None = None) -> None:
+        self.core = core
+        self.resume_from = resume_from
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / (STATE_FILE + ".tmp")
+            tmp.write_text(json.dumps(self.core.state_dict()))
+            os.replace(tmp, folder / STATE_FILE)
+        return control
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step > 0:
+            folder = Path(self.resume_from or Path(args.output_dir) / f"checkpoint-{state.global_step}")
+            path = folder / STATE_FILE
+            if not path.is_file():
+                raise ConfigError(f"resuming at step {state.global_step} but {path} does not exist: the checkpoint "
+                                  "has no WMRL scoring state (pass resume_from= the checkpoint folder)")
+            self.core.load_state_dict(json.loads(path.read_text()))
+        return control

@@ -1,0 +1,322 @@
+"""WMRL's text code envs as an OpenEnv 0.10 server (``wmrl serve``).
+
+One server process serves one env id (``wmrl/MLEDojo-v0``, ``wmrl/DSBench-v0`` or another
+subclass of :class:`~wmrl_envs.mle.MLEDojoEnv`) to up to ``max_sessions`` concurrent OpenEnv
+sessions (one WebSocket each, ``/ws``). Every session has an env of its own (its task, group,
+turn), and every session's env holds the server's **one** :class:`SharedScoringCore`: one
+calibrator that all sessions' anchors feed and all sessions' world-model scores are calibrated
+by, one world model loaded once, one sandbox pool. The integration adds no scoring logic: a
+step is the env's ``step``, which calls the core.
+
+Concurrency: two sessions may step at once. Their world-model predictions and sandbox runs
+overlap; only :meth:`ScoringCore.fuse` (calibrate the anchors, add their pairs, calibrate the
+world-model scores, read the anchor weight) runs under the core's lock, one call at a time.
+So the calibrator is never fed by two steps at once, ``c`` is fixed once, and every reward the
+server returns equals that of one in-process env fed the same steps in the order of their
+fuses. ``metadata["calibrator_pairs"]`` (the calibrator's pair count right after the step's
+fuse) gives that order. ``GET /wmrl/calibrator`` returns the shared calibrator's pairs, η̂² and
+``c``.
+
+Wire format (``GenericEnvClient(base_url).sync()``):
+
+* ``reset(seed=, task_id=, group_id=, episode_id=)``: ``observation["text"]`` is the task
+  prompt; ``metadata`` holds the env's reset info (``task_id``, ``group_id``, ``split``).
+* ``step({"response": text})``: the agent's response, one fenced ```python block in it.
+  ``observation["text"]`` is the turn's feedback, ``reward`` and ``done`` as the env's, and
+  ``metadata`` the env's ``info`` (``stream``, ``score``, ``real_score``, ``wm_score_raw``,
+  ``wm_score_calibrated``, ``fusion_weight``, ``valid``, ``error``, ``cost``, ...) as JSON
+  (NaN as null) plus ``calibrator_pairs``.
+* A bad action (not an object, an unknown field, a response that is not text or longer than
+  :data:`~wmrl_envs.mle.MAX_ACTION_CHARS`) is refused with one bounded message and the session
+  stays usable; a WebSocket message over :data:`MAX_MESSAGE_BYTES` closes only its session.
+
+LIBERO-Long is not served: its action is a 7-d vector per control step, so one episode would
+be about 520 round trips, and each session would hold its own MuJoCo simulator (1.4-1.8 GB).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wmrl_envs.errors import ConfigError, MissingDependencyError, WMRLError, preview
+from wmrl_envs.mle import MAX_ACTION_CHARS, MLEDojoEnv
+from wmrl_envs.scoring import ScoredGroup, ScoringCore
+
+try:
+    from openenv.core.env_server import Action, Environment, Observation, State, create_app
+    from pydantic import Field, model_validator
+except ImportError as exc:  # the optional extra
+    raise MissingDependencyError(
+        "the OpenEnv server needs OpenEnv 0.10: pip install 'wmrl[openenv]' (openenv==0.10.0)") from exc
+
+DEFAULT_ENV = "wmrl/MLEDojo-v0"
+#: Largest WebSocket message the server reads (bytes). A maximal response, JSON-escaped at six
+#: bytes a character, still fits; anything larger closes its own connection, not the server.
+MAX_MESSAGE_BYTES = 1 << 20
+_ACTION_FIELDS = ("response", "metadata")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class InvalidActionError(WMRLError):
+    """An OpenEnv action the env cannot take (the message says why and stays short).
+
+    Not a ``ValueError`` on purpose: pydantic passes it through unchanged, where it would wrap a
+    ``ValueError`` into a validation error that quotes the whole offending input back.
+    """
+
+
+def check_action(data: Any) -> None:
+    """Refuse a raw action that is not ``{"response": str[, "metadata": dict]}`` within bounds.
+
+    Raises:
+        InvalidActionError: naming the problem, never quoting the input's bulk.
+    """
+    if not isinstance(data, dict):
+        raise InvalidActionError(f"an action is an object {{'response': <text>}}, got {type(data).__name__}")
+    unknown = sorted(str(k) for k in data if k not in _ACTION_FIELDS)
+    if unknown:
+        raise InvalidActionError(f"unknown action field(s) {preview(unknown)}; an action has 'response' "
+                                 "(the agent's text) and optionally 'metadata'")
+    response = data.get("response")
+    if not isinstance(response, str):
+        got = "nothing" if response is None else type(response).__name__
+        raise InvalidActionError(f"the action's 'response' must be text, got {got}")
+    if len(response) > MAX_ACTION_CHARS:
+        raise InvalidActionError(f"the response has {len(response):,} characters; at most "
+                                 f"{MAX_ACTION_CHARS:,} are accepted")
+    if not isinstance(data.get("metadata", {}), dict):
+        raise InvalidActionError("the action's 'metadata' must be an object")
+
+
+class WMRLAction(Action):
+    """One agent response: a short analysis and one fenced ```python block holding the script."""
+
+    response: str = Field(description="the agent's response; its last fenced python block is the script")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, data: Any) -> Any:
+        check_action(data)
+        return data
+
+
+class WMRLObservation(Observation):
+    """The env's text observation; ``metadata`` carries its info dict."""
+
+    text: str = Field(default="", description="the task prompt after reset, the turn's feedback after a step")
+
+
+class WMRLState(State):
+    """The session's episode: its task, group and turn (``step_count``)."""
+
+    task_id: str | None = None
+    group_id: int | str | None = None
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON data: numpy scalars as Python numbers, NaN and infinities as None."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class SharedScoringCore(ScoringCore):
+    """A :class:`ScoringCore` that the sessions of one server share across threads.
+
+    :meth:`fuse` runs under a lock: every step's calibration, anchor pairs and anchor weight form
+    one indivisible update, so concurrent steps equal some serial order of them (the order of
+    their fuses). Raw scoring (world model, sandbox) stays concurrent.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._fuse_lock = threading.Lock()
+        self._fused = threading.local()
+
+    @classmethod
+    def of(cls, core: ScoringCore) -> SharedScoringCore:
+        """A shared core with ``core``'s schedule, calibrator, fusion settings, ``c`` and scorer."""
+        shared = cls(core.schedule, core.calibrator, core.fusion, debias=core.debias, denoise=core.denoise,
+                     measure_c=core.measure_c, scorer=core.scorer)
+        shared.c = core.c
+        return shared
+
+    def fuse(self, groups: Sequence[ScoredGroup]) -> list[ScoredGroup]:
+        with self._fuse_lock:
+            out = super().fuse(groups)
+            self._fused.pairs = self.calibrator.n_pairs
+        return out
+
+    def take_fused_pairs(self) -> int | None:
+        """The calibrator's pair count right after this thread's last fuse (None: no fuse since
+        the last call). A step fuses in its caller's thread, so this is that step's count."""
+        pairs, self._fused.pairs = getattr(self._fused, "pairs", None), None
+        return pairs
+
+
+def _code_env_class(env_id: str) -> type[MLEDojoEnv]:
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    try:
+        entry_point = gym.spec(env_id).entry_point
+    except gym.error.Error as exc:
+        raise ConfigError(f"unknown env id {env_id!r}: {exc}") from exc
+    env_cls = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    if not (isinstance(env_cls, type) and issubclass(env_cls, MLEDojoEnv)):
+        raise ConfigError(f"wmrl serve serves the text code envs (wmrl/MLEDojo-v0, wmrl/DSBench-v0), not {env_id!r}: "
+                          "an env whose action is a control vector per step is not served")
+    return env_cls
+
+
+@dataclass
+class WMRLServer:
+    """What every session of one server shares: the env class, its options and one scoring core.
+
+    Build it with :meth:`build`, get the OpenEnv FastAPI app with :meth:`app`, and :meth:`close`
+    it when the app stops (:func:`serve` does all three).
+    """
+
+    env_id: str
+    env_cls: type[MLEDojoEnv]
+    options: dict[str, Any]
+    core: SharedScoringCore
+
+    @classmethod
+    def build(cls, env_id: str = DEFAULT_ENV, *, reward: str = "fused", split: str = "train",
+              task_ids: Sequence[str] | None = None, max_turns: int = 1, **scoring: Any) -> WMRLServer:
+        """Make the env once (every option of :class:`~wmrl_envs.mle.MLEDojoEnv` applies) and share its core.
+
+        ``scoring`` holds the env's scoring options (``executor``, ``workers``, ``world_model``,
+        ``anchor_fraction``, ``anchor_seed``, ``calibrator``, ``c``, ...). Without a
+        ``calibrator`` the core takes the env's default, the process-wide one of
+        ``"<suite>/<world model>"``: in a server process, the server's own.
+        """
+        env_cls = _code_env_class(env_id)
+        template = env_cls(reward=reward, split=split, task_ids=task_ids, max_turns=max_turns, **scoring)
+        core = SharedScoringCore.of(template.core)
+        if core.reward != "real":
+            # Load the world model now: the first sessions would otherwise race to build it.
+            _ = core.scorer.world_model
+        options = {"reward": reward, "split": split, "task_ids": list(template.task_ids), "max_turns": max_turns}
+        return cls(env_id, env_cls, options, core)
+
+    def make_env(self) -> MLEDojoEnv:
+        """A session's env: its own episode state, the server's core."""
+        return self.env_cls(core=self.core, **self.options)
+
+    def app(self, max_sessions: int = 4):
+        """The OpenEnv FastAPI app: ``/ws`` sessions (up to ``max_sessions`` at once), ``/health``,
+        ``/schema``, and ``GET /wmrl/calibrator`` (:meth:`calibrator_report`)."""
+        if not isinstance(max_sessions, int) or max_sessions < 1:
+            raise ConfigError(f"max_sessions must be an int >= 1, got {max_sessions!r}")
+        app = create_app(functools.partial(WMRLEnvironment, self), WMRLAction, WMRLObservation,
+                         max_concurrent_envs=max_sessions, state_cls=WMRLState)
+        app.add_api_route("/wmrl/calibrator", self.calibrator_report, methods=["GET"],
+                          summary="The server's shared calibrator: its anchor pairs, eta2 and c")
+        return app
+
+    def calibrator_report(self) -> dict[str, Any]:
+        """The shared calibrator's pairs (in the order they entered), η̂² and the anchor weight's ``c``."""
+        calibrator = self.core.calibrator
+        state = calibrator.state_dict()
+        return jsonable({"env_id": self.env_id, "reward": self.options["reward"],
+                         "n_pairs": len(state["wm_scores"]), "eta2": calibrator.eta2, "c": self.core.c,
+                         "wm_scores": state["wm_scores"], "real_scores": state["real_scores"],
+                         "task_ids": state["task_ids"]})
+
+    def close(self) -> None:
+        """Stop the shared sandbox pool (sessions never close the core; the server does, once)."""
+        self.core.close()
+
+
+class WMRLEnvironment(Environment[WMRLAction, WMRLObservation, WMRLState]):
+    """One OpenEnv session over a WMRL text env that holds the server's shared core."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True  # sessions share only the core, whose fuse is locked
+
+    def __init__(self, server: WMRLServer) -> None:
+        super().__init__()
+        self._server = server
+        self._env = server.make_env()
+        self._state = WMRLState()
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None,
+              group_id: int | str | None = None, **options: Any) -> WMRLObservation:
+        """Start an episode: the env's ``reset(seed=, options={"task_id", "group_id"})``.
+
+        Without ``group_id`` the env draws one from ``seed``, which also fixes its stream.
+        """
+        if options:
+            raise ConfigError(f"unknown reset option(s) {preview(sorted(options))}; "
+                              "reset takes seed, episode_id, task_id and group_id")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise ConfigError(f"seed must be an int, got {type(seed).__name__}")
+        if group_id is not None and (not isinstance(group_id, (int, str)) or isinstance(group_id, bool)):
+            # JSON has no tuples, and a list is no group id: ints and strings mean the same everywhere.
+            raise ConfigError(f"group_id must be an int or a string, got {type(group_id).__name__}")
+        text, info = self._env.reset(seed=seed, options={"task_id": task_id, "group_id": group_id})
+        self._state = WMRLState(episode_id=episode_id or str(uuid.uuid4()), task_id=info["task_id"],
+                                group_id=info["group_id"])
+        return WMRLObservation(text=text, metadata=jsonable(info))
+
+    def step(self, action: WMRLAction, timeout_s: float | None = None) -> WMRLObservation:
+        """One turn: the env scores the response through the shared core.
+
+        ``timeout_s`` is not used: every sandbox run is bounded by its task's own limits.
+        """
+        text, reward, terminated, truncated, info = self._env.step(action.response)
+        self._state.step_count += 1
+        metadata = {**jsonable(info), "calibrator_pairs": self._server.core.take_fused_pairs()}
+        return WMRLObservation(text=text, reward=float(reward), done=bool(terminated or truncated), metadata=metadata)
+
+    @property
+    def state(self) -> WMRLState:
+        return self._state
+
+    def close(self) -> None:
+        # The env's own close() would stop the shared core's sandbox pool under the other sessions.
+        self._env = None
+
+
+def serve(env_id: str = DEFAULT_ENV, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = 4,
+          **env_kwargs: Any) -> None:
+    """Serve ``env_id`` over OpenEnv until interrupted; ``env_kwargs`` as :meth:`WMRLServer.build`.
+
+    Binds the loopback address by default. Any client that reaches the server runs code in this
+    machine's sandbox, and OpenEnv has no authentication, so another ``host`` is a deliberate choice.
+    """
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise MissingDependencyError("wmrl serve needs uvicorn: pip install 'wmrl[openenv]'") from exc
+    if not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ConfigError(f"port must be in 1..65535, got {port!r}")
+    server = WMRLServer.build(env_id, **env_kwargs)
+    try:
+        app = server.app(max_sessions)
+        if host not in _LOOPBACK:
+            print(f"wmrl: warning: serving on {host}: every client that reaches it runs code in this machine's "
+                  "sandbox, and there is no authentication", file=sys.stderr)
+        url = f"http://{'[' + host + ']' if ':' in host else host}:{port}"
+        print(f"wmrl serve: {env_id} (reward {server.options['reward']}, {len(server.options['task_ids'])} tasks, "
+              f"up to {max_sessions} sessions) at {url}  (OpenEnv client: GenericEnvClient(base_url={url!r}))",
+              flush=True)
+        uvicorn.run(app, host=host, port=port, ws_max_size=MAX_MESSAGE_BYTES, log_level="warning")
+    finally:
+        server.close()
