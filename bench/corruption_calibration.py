@@ -58,7 +58,7 @@ ASSETS = REPO / "assets" / "world_models"
 SUITES = {"mle": (ASSETS / "corpus.csv", ("heldout",)), "dsbench": (ASSETS / "dsbench_corpus.csv", ("train", "heldout"))}
 #: Every strength run, defaults included (report all, not only those that show an effect).
 STRENGTHS = {"none": [None], "saturate": [2.0, 4.0, 8.0], "task_offset": [0.05, 0.15, 0.3],
-             "family_bias": [0.1, 0.3], "swap": [0.1, 0.2, 0.3], "noise": [0.05, 0.1, 0.2]}
+             "family_bias": [0.1, 0.3, 0.5], "swap": [0.1, 0.2, 0.3], "noise": [0.05, 0.1, 0.2]}
 # MLE-Dojo has 210 out-of-sample rows: 100 drawn still leaves 110 to score the map on.
 MAE_PAIRS = (40, 100)
 AUDIT_PAIRS = (40, 60, 80, 100, 150, 200)

@@ -140,15 +140,15 @@ def test_family_corruptions_move_only_their_families(kind: str) -> None:
     planted = Planted({FAMILY_SCRIPTS[f]: v for f, v in base.items()})
     model = CorruptedWorldModel(planted, Corruption(kind, 0.2), seed=0)
     got = dict(zip(FAMILIES, scores(model, [FakeTask("t")] * len(FAMILIES), [FAMILY_SCRIPTS[f] for f in FAMILIES])))
-    moved = {"family_bias": {"knn": 0.2}, "swap": {"knn": 0.2, "hist_gb": -0.2}}[kind]
+    moved = {"family_bias": {"constant": 0.2}, "swap": {"knn": 0.2, "hist_gb": -0.2}}[kind]
     for family in FAMILIES:
         assert got[family] == pytest.approx(base[family] + moved.get(family, 0.0)), family
     if kind == "swap":  # two families trade order; every other pair keeps its own
         assert got["knn"] > got["hist_gb"] and base["knn"] < base["hist_gb"]
         others = [f for f in FAMILIES if f not in ("knn", "hist_gb")]
         assert sorted(others, key=got.get) == sorted(others, key=base.get)
-    other = CorruptedWorldModel(planted, Corruption("family_bias", 0.2, family="constant"), seed=0)
-    assert scores(other, [FakeTask("t")], [FAMILY_SCRIPTS["constant"]])[0] == pytest.approx(0.4)
+    other = CorruptedWorldModel(planted, Corruption("family_bias", 0.2, family="knn"), seed=0)
+    assert scores(other, [FakeTask("t")], [FAMILY_SCRIPTS["knn"]])[0] == pytest.approx(0.6)
 
 
 def test_drift_grows_with_the_step_the_caller_sets() -> None:

@@ -29,9 +29,12 @@ its default ``strength`` (:data:`DEFAULT_STRENGTHS`):
   ties scores. Through the calibrator it does harm: a global map sees offsets as noise, which
   flattens it (spacing shrinks) and inflates η̂². Fixed by per-task maps (partial pooling,
   chosen out of fold: ``CalibratorConfig.task_prior_pairs``).
-* ``family_bias`` (0.3): scripts of one solution family (``family``, default ``knn``) get
+* ``family_bias`` (0.5): scripts of one solution family (``family``, default ``constant``) get
   ``+strength`` on every task. Group members of different families change order: the policy is
-  pulled to the favoured family, an exploit. The bias depends on the script, not on the score,
+  pulled to the favoured family, an exploit. The default is the realistic reward hack, a world
+  model that likes trivial baselines: +0.5 lifts a constant predictor (real score about 0.1 on
+  MLE-Dojo) above most real models, so following it costs real score (over-scoring a family
+  that is nearly as good as the rest, such as ``knn``, harms little). The bias depends on the script, not on the score,
   so no monotone map fixes it, and rank statistics barely move. Only real rewards do: the
   anchors, their weight, and a larger anchor share (adaptive anchoring through the η̂² bound,
   since the bias inflates η̂²).
@@ -71,7 +74,7 @@ from wmrl_envs.world_models.code_features import solution_family
 #: The solution families of the grammar policy (``agents/code/grammar.py``, slot ``model``).
 FAMILIES = ("constant", "linear", "knn", "tree", "random_forest", "extra_trees", "hist_gb", "mlp")
 #: Every corruption and its default strength (see the module docstring for units).
-DEFAULT_STRENGTHS = {"saturate": 4.0, "task_offset": 0.15, "family_bias": 0.3, "swap": 0.3, "drift": 4.0,
+DEFAULT_STRENGTHS = {"saturate": 4.0, "task_offset": 0.15, "family_bias": 0.5, "swap": 0.3, "drift": 4.0,
                      "noise": 0.1}
 KINDS = tuple(DEFAULT_STRENGTHS)
 # The surrogate's features call HistGradientBoosting (and other boosting) "boosting".
@@ -112,7 +115,7 @@ class Corruption:
 
     kind: str
     strength: float | None = None
-    family: str = "knn"
+    family: str = "constant"
     swap: tuple[str, str] = ("knn", "hist_gb")
     drift_steps: int = 20
     noise_sd: float | None = None
