@@ -13,8 +13,8 @@ task, into a calibrator with the trainer's settings, and the rows not drawn scor
   isotonic floor (one monotone map fitted to every row, the best any global map can do);
 * **objection 4**, does the map expand noise: the variance of the residual (error minus its
   mean) of calibrated against raw scores;
-* **objection 1**, the audit: the share of draws whose audit has flagged (``monotone_ok`` is
-  False) by 40, 60, 80, 100, 150 and 200 pairs, its power on the swap and its false-alarm rate
+* **objection 1**, the audit: the share of draws whose audit flags (``monotone_ok`` is
+  False) at 40, 60, 80, 100, 150 and 200 pairs, its power on the swap and its false-alarm rate
   elsewhere, and the median pair count of the first flag;
 * **drift and forgetting**: pairs arrive over 20 steps while a drift corruption grows; the map
   at the end, fitted on every pair or on the last ``pair_window``, scores the final step's
@@ -223,12 +223,12 @@ def markdown(result: dict) -> str:
              f"(each its own corruption seed), anchors in groups of {meta['group_size']}, calibrator settings of "
              "the trainer; mean ± SE over draws. *Reduction*: 1 − calibrated/raw MAE on the rows not drawn. "
              "*Var ratio*: variance of the calibrated residual / that of the raw one (objection 4: above 1, "
-             "the map expands noise). *Flagged by n*: share of draws whose audit reported `monotone_ok = False` "
-             "by n pairs.", ""]
+             "the map expands noise). *Flagged at n*: share of draws whose audit reports `monotone_ok = False` "
+             "at n pairs (not cumulative); *median first flag*: over the pair counts checked.", ""]
     for suite in dict.fromkeys(r["suite"] for r in result["rows"]):
         lines += [f"**{suite}**", "",
                   "| corruption | strength | MAE raw @100 | MAE calibrated @40 | @100 | reduction @100 | "
-                  "var ratio @100 | flagged by 40 | 60 | 100 | 200 | median first flag |",
+                  "var ratio @100 | flagged at 40 | 60 | 100 | 200 | median first flag |",
                   "|---|---:|---|---|---|---|---|---:|---:|---:|---:|---:|"]
         for r in (r for r in result["rows"] if r["suite"] == suite):
             m, a = r["mae"], r["audit"]["flag_rate"]
