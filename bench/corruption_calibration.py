@@ -44,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from calibrator_settings import draw_groups  # noqa: E402  (bench/ is on sys.path when run as a script)
+from stress import median_flag  # noqa: E402
 from world_model_quality import corpus_rows  # noqa: E402
 
 from trainers.cli import machine_info  # noqa: E402
@@ -167,7 +168,7 @@ def corruption_rows(suite: str, rows: Rows, base, draws: int, group_size: int, k
                 firsts.append(flagged[0] if flagged else None)
             row["audit"] = {"flag_rate": {n: float(np.mean([d["audit"][n] for d in per_seed])) for n in AUDIT_PAIRS},
                             "first_flag_pairs": firsts,
-                            "median_first_flag": _median_or_none(firsts)}
+                            "median_first_flag": median_flag(firsts)}
             if kind == "none":
                 floor = IsotonicRegression(out_of_bounds="clip", y_min=0, y_max=1).fit(
                     predictions(base, rows), rows.real).predict(predictions(base, rows))
@@ -177,12 +178,6 @@ def corruption_rows(suite: str, rows: Rows, base, draws: int, group_size: int, k
                   f"calibrated {row['mae'][100]['calibrated']['mean']:.3f}; audit flags by 100 pairs "
                   f"{row['audit']['flag_rate'][100]:.2f}", flush=True)
     return out
-
-
-def _median_or_none(firsts: list[int | None]) -> float | None:
-    values = sorted(math.inf if f is None else f for f in firsts)
-    middle = float(np.median(values))
-    return middle if math.isfinite(middle) else None
 
 
 def drift_rows(suite: str, rows: Rows, base, draws: int, group_size: int, strength: float) -> list[dict]:
