@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up for WMRL on a Debian/Ubuntu machine (CPU is enough).
-#   1. bubblewrap, the default sandbox, from the system's packages;
+#   1. bubblewrap, the default sandbox, and docker.io (the Docker executor's engine; the tests run
+#      a private dockerd of their own), from the system's packages;
 #   2. the Python environment of scripts/_env.sh: the active virtualenv, else .venv in this
 #      checkout, created once from ${PYTHON:-python3}; the system interpreter stays untouched;
 #   3. the project (editable) with its test, LLM, LIBERO and integration (TRL, OpenEnv, Ray) extras,
@@ -17,6 +18,7 @@ create_venv=""
 [ -z "${VIRTUAL_ENV:-}" ] && [ ! -x "$PY" ] && create_venv=1
 system_packages=()
 command -v bwrap >/dev/null 2>&1 || system_packages+=(bubblewrap)
+command -v dockerd >/dev/null 2>&1 || system_packages+=(docker.io)
 # Debian's own python3 ships venv without its pip bootstrap.
 if [ -n "$create_venv" ] && ! "${PYTHON:-python3}" -c "import ensurepip" >/dev/null 2>&1; then
   system_packages+=(python3-venv)
@@ -24,6 +26,13 @@ fi
 if [ ${#system_packages[@]} -gt 0 ]; then
   echo "[setup] installing ${system_packages[*]} from the system's packages"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  # Installing docker.io would start the system's dockerd, which rewires host networking
+  # (docker0, ip_forward, the FORWARD policy); a policy-rc.d that denies starts prevents it.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod +x /usr/sbin/policy-rc.d
+    trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${system_packages[@]}" >/dev/null
 fi

@@ -1,7 +1,9 @@
 """Fixtures for the adversarial sandbox tests.
 
 The scripts really attack the host (``kill -9 -1``, ``mount --bind / /tmp``, writes to ``/usr``):
-never point this suite at an uncontained executor such as ``unsafe-subprocess``.
+never point this suite at an uncontained executor such as ``unsafe-subprocess``. Every test runs
+against each contained executor: bubblewrap, and Docker (marked ``docker``) on a private dockerd
+that this suite starts and stops, leaving host networking as it found it.
 
 Every test gets a real task folder (``public/`` next to ``private/answers.csv``), a canary
 file on the host and a unique marker. After each test the guard checks the host: the canary
@@ -24,9 +26,13 @@ import pytest
 from wmrl_envs.errors import SandboxUnavailableError
 from wmrl_envs.sandbox import ExecutionResult, ExecutionStatus, Limits, cgroups, make_executor
 from wmrl_envs.sandbox.bwrap import BwrapExecutor
+from wmrl_envs.sandbox.docker_executor import DockerExecutor
+from wmrl_envs.sandbox.dockerd import PrivateDockerd
 from wmrl_envs.tasks.spec import Task, TaskSpec
 
 LIMITS = Limits(wall_s=15, cpu_s=15, memory_mb=512, max_processes=64, tmpfs_mb=48, file_mb=32, output_bytes=8192)
+# The contained executors under attack, by make_executor name.
+EXECUTORS = ["bwrap", pytest.param("docker", marks=pytest.mark.docker)]
 
 
 @dataclass
@@ -83,12 +89,31 @@ def _digest(folder: Path) -> str:
 
 
 @pytest.fixture(scope="session")
-def bwrap_executor(tmp_path_factory):
+def private_dockerd():
     try:
-        executor = make_executor("bwrap", work_root=tmp_path_factory.mktemp("runs"))
+        daemon = PrivateDockerd().start()
     except SandboxUnavailableError as exc:
-        pytest.fail(f"the security suite needs bubblewrap: {exc}")
-    assert isinstance(executor, BwrapExecutor)  # see the module docstring
+        pytest.fail(f"the security suite's docker runs need dockerd: {exc}")
+    yield daemon
+    assert daemon.stop() == [], "the private dockerd changed host networking"
+
+
+@pytest.fixture(scope="session", params=EXECUTORS)
+def executor_spec(request) -> tuple[str, dict]:
+    """The executor under attack: its make_executor name and keyword arguments."""
+    if request.param == "docker":
+        return "docker", {"host": request.getfixturevalue("private_dockerd").host}
+    return request.param, {}
+
+
+@pytest.fixture(scope="session")
+def sandbox_executor(executor_spec, tmp_path_factory):
+    name, kwargs = executor_spec
+    try:
+        executor = make_executor(name, work_root=tmp_path_factory.mktemp(f"runs-{name}"), **kwargs)
+    except SandboxUnavailableError as exc:
+        pytest.fail(f"the security suite needs {name}: {exc}")
+    assert isinstance(executor, (BwrapExecutor, DockerExecutor))  # see the module docstring
     return executor
 
 
@@ -125,8 +150,8 @@ def build_arena(executor, tmp_path: Path, work_root: Path) -> Arena:
 
 
 @pytest.fixture
-def arena(bwrap_executor, tmp_path) -> Arena:
-    return build_arena(bwrap_executor, tmp_path, bwrap_executor.work_root)
+def arena(sandbox_executor, tmp_path) -> Arena:
+    return build_arena(sandbox_executor, tmp_path, sandbox_executor.work_root)
 
 
 @contextlib.contextmanager
@@ -142,6 +167,8 @@ def host_guard(arena: Arena):
     for parent in cgroups.parent_dirs().values():
         assert list(parent.glob(f"run-{os.getpid()}-*")) == []
     assert list(arena.work_root.iterdir()) == []
+    if isinstance(arena.executor, DockerExecutor):
+        assert arena.executor.containers() == []
     hello = arena.executor.run("print('still alive')", arena.task, LIMITS)
     assert hello.status is ExecutionStatus.OK, hello
     assert hello.stdout == "still alive\n"

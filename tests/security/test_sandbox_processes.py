@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import resource
 import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
-from wmrl_envs.sandbox import ExecutionStatus, Limits
+from wmrl_envs.sandbox import ExecutionStatus, Limits, make_executor
+from wmrl_envs.sandbox.dockerd import mount_points
 
 pytestmark = pytest.mark.security
 
@@ -187,14 +190,10 @@ def test_forged_status_cannot_fake_success_or_infra_error(arena):
 
 
 def test_setup_failure_is_infra_error_not_agent_error(arena, monkeypatch):
-    original = type(arena.executor)._command
-
-    def broken_command(self, *args, **kwargs):
-        cmd = original(self, *args, **kwargs)
-        at = cmd.index("--chdir")
-        return cmd[:at] + ["--ro-bind", "/nonexistent-wmrl-source", "/nowhere"] + cmd[at:]
-
-    monkeypatch.setattr(type(arena.executor), "_command", broken_command)
+    # A base interpreter that is not there: the sandbox cannot mount it, whichever executor builds it.
+    runtime = arena.executor._ensure_runtime()
+    broken = dataclasses.replace(runtime, base_prefix=Path("/nonexistent-wmrl-source"))
+    monkeypatch.setattr(arena.executor, "_runtime", broken)
     result = arena.run("print('never runs')")
     monkeypatch.undo()
     assert result.status is ExecutionStatus.INFRA_ERROR, result
@@ -202,8 +201,9 @@ def test_setup_failure_is_infra_error_not_agent_error(arena, monkeypatch):
     assert result.returncode is None
 
 
-def test_sandbox_dies_with_its_host_process(arena, tmp_path):
+def test_sandbox_dies_with_its_host_process(arena, executor_spec, tmp_path):
     """If the process that launched a run is killed, nothing of the run survives it."""
+    name, kwargs = executor_spec
     driver = tmp_path / "driver.py"
     driver.write_text(
         textwrap.dedent(
@@ -211,7 +211,7 @@ def test_sandbox_dies_with_its_host_process(arena, tmp_path):
             from pathlib import Path
             from types import SimpleNamespace
             from wmrl_envs.sandbox import Limits, make_executor
-            executor = make_executor("bwrap", work_root=Path({str(tmp_path)!r}))
+            executor = make_executor({name!r}, work_root=Path({str(tmp_path)!r}), **{kwargs!r})
             task = SimpleNamespace(public_dir=Path({str(arena.task.public_dir)!r}), limits=Limits(wall_s=60))
             executor.run('import subprocess; subprocess.run(["sh", "-c", "sleep 60", "{arena.marker}"])', task)
             """
@@ -230,3 +230,6 @@ def test_sandbox_dies_with_its_host_process(arena, tmp_path):
     while arena.survivors() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert arena.survivors() == []
+    # A new executor removes what the killed one left behind (docker: its container and work-dir mount).
+    make_executor(name, work_root=tmp_path, **kwargs)
+    assert [point for point in mount_points() if point.startswith(str(tmp_path))] == []

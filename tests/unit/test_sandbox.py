@@ -274,9 +274,31 @@ def test_pool_submit_returns_future(executor, task):
 
 
 def test_unknown_names_raise_and_list_the_real_executors():
-    for name in ("docker", "nope"):
-        with pytest.raises(SandboxUnavailableError, match="bwrap"):
+    for name in ("podman", "nope"):
+        with pytest.raises(SandboxUnavailableError, match="bwrap.*docker"):
             make_executor(name)
+
+
+def test_missing_docker_cli_says_how_to_install(monkeypatch):
+    from wmrl_envs.sandbox import docker_executor
+
+    monkeypatch.setattr(docker_executor.shutil, "which", lambda _: None)
+    with pytest.raises(SandboxUnavailableError, match="apt-get install docker.io"):
+        make_executor("docker")
+
+
+def test_docker_mount_options_quote_paths_as_the_cli_parses_them():
+    from wmrl_envs.sandbox.docker_executor import _mount_option
+
+    quoted = _mount_option(type="bind", source="/a,b", target="/c", readonly=True)
+    assert quoted == 'type=bind,"source=/a,b",target=/c,readonly'
+    assert _mount_option(type="tmpfs", target="/t", tmpfs_size=4096) == "type=tmpfs,target=/t,tmpfs-size=4096"
+
+
+def test_the_docker_skeleton_is_deterministic():
+    from wmrl_envs.sandbox.docker_executor import skeleton_tar
+
+    assert skeleton_tar() == skeleton_tar()
 
 
 def test_missing_bwrap_says_how_to_install(monkeypatch):

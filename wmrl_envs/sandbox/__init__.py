@@ -4,7 +4,7 @@
 
     from wmrl_envs.sandbox import ExecutorPool, make_executor
 
-    executor = make_executor("bwrap")            # the default, contained executor
+    executor = make_executor("bwrap")            # the default, contained executor; or "docker"
     result = executor.run(script, task)          # -> ExecutionResult
     with ExecutorPool(executor, workers=2) as pool:
         results = pool.run_batch([(script, task) for script in scripts])
@@ -23,6 +23,7 @@ from wmrl_envs.sandbox.limits import Limits
 
 if TYPE_CHECKING:
     from wmrl_envs.sandbox.bwrap import BwrapExecutor
+    from wmrl_envs.sandbox.docker_executor import DockerExecutor
     from wmrl_envs.sandbox.pool import ExecutorPool
     from wmrl_envs.sandbox.ray_executor import RayExecutor
     from wmrl_envs.sandbox.runtime import ensure_runtime
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BwrapExecutor",
+    "DockerExecutor",
     "ExecutionResult",
     "ExecutionStatus",
     "Executor",
@@ -43,22 +45,24 @@ __all__ = [
 
 _LAZY = {
     "BwrapExecutor": "wmrl_envs.sandbox.bwrap",
+    "DockerExecutor": "wmrl_envs.sandbox.docker_executor",
     "ExecutorPool": "wmrl_envs.sandbox.pool",
     "RayExecutor": "wmrl_envs.sandbox.ray_executor",
     "UnsafeSubprocessExecutor": "wmrl_envs.sandbox.unsafe",
     "ensure_runtime": "wmrl_envs.sandbox.runtime",
 }
 
-EXECUTOR_NAMES = ("bwrap", "unsafe-subprocess", "ray")
+EXECUTOR_NAMES = ("bwrap", "unsafe-subprocess", "ray", "docker")
 
 
 def make_executor(name: str = "bwrap", **kwargs: Any) -> Executor:
-    """Build an executor by name: ``"bwrap"`` (default), ``"unsafe-subprocess"`` or ``"ray"``.
+    """Build an executor by name: ``"bwrap"`` (default), ``"unsafe-subprocess"``, ``"ray"`` or ``"docker"``.
 
     ``kwargs`` go to the executor (``runtime``, ``work_root``, ``use_cgroups``, and for bwrap
     ``tmpfs_work_dir``; for ``"ray"`` see :class:`~wmrl_envs.sandbox.ray_executor.RayExecutor`,
-    which runs bwrap on the nodes of an initialised Ray cluster). Raises
-    :class:`SandboxUnavailableError` when the backend cannot run here.
+    which runs bwrap on the nodes of an initialised Ray cluster; ``"docker"`` takes ``runtime``,
+    ``work_root`` and ``host``, see :class:`~wmrl_envs.sandbox.docker_executor.DockerExecutor`).
+    Raises :class:`SandboxUnavailableError` when the backend cannot run here.
     """
     if name == "bwrap":
         from wmrl_envs.sandbox.bwrap import BwrapExecutor
@@ -72,6 +76,10 @@ def make_executor(name: str = "bwrap", **kwargs: Any) -> Executor:
         from wmrl_envs.sandbox.ray_executor import RayExecutor
 
         return RayExecutor(**kwargs)
+    if name == "docker":
+        from wmrl_envs.sandbox.docker_executor import DockerExecutor
+
+        return DockerExecutor(**kwargs)
     raise SandboxUnavailableError(f"unknown executor {name!r}; choose one of {EXECUTOR_NAMES}")
 
 

@@ -42,8 +42,8 @@ from wmrl_envs.sandbox.runtime import Runtime
 WORKSPACE = "/workspace"
 RUNTIME_MOUNT = "/opt/wmrl-runtime"
 SANDBOX_ID = "65534"  # nobody/nogroup
-_OS_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
-_ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime")
+OS_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/localtime")
 # PID 1 of the sandbox: a shell that runs the agent as its child. bwrap's parent reaps it, so
 # the agent's CPU time reaches the host through wait4 even without a cpuacct cgroup (bwrap's
 # own init is never reaped). The trailing ``exit`` keeps dash from exec'ing python as PID 1,
@@ -70,12 +70,12 @@ def _isolation_args() -> list[str]:
         "--hostname", "sandbox",
         "--clearenv",
     ]  # fmt: skip
-    for path in _OS_DIRS:
+    for path in OS_DIRS:
         if os.path.islink(path):  # merged-/usr systems: /lib -> usr/lib
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
-    for path in _ETC_FILES:
+    for path in ETC_FILES:
         if os.path.exists(path):
             args += ["--ro-bind", path, path]
     return args + ["--proc", "/proc", "--dev", "/dev"]

@@ -62,7 +62,7 @@ def _remove_stale(parents: dict[str, Path]) -> None:
             owner = group.name.split("-")[1]
             if owner.isdigit() and not Path(f"/proc/{owner}").exists():
                 _kill_members(group)
-                _rmdir(group)
+                remove_dir(group)
 
 
 def _members(group: Path) -> list[int]:
@@ -84,7 +84,8 @@ def _kill_members(group: Path) -> None:
         time.sleep(0.002)
 
 
-def _rmdir(group: Path) -> None:
+def remove_dir(group: Path) -> None:
+    """Remove an emptied cgroup folder, retrying while the kernel still reports it busy."""
     # Right after the last member exits the kernel may still report the group busy.
     for _ in range(200):
         try:
@@ -166,5 +167,5 @@ class RunCgroup:
         """Kill stragglers and delete the groups."""
         for group in self.groups.values():
             _kill_members(group)
-            _rmdir(group)
+            remove_dir(group)
         self.groups.clear()

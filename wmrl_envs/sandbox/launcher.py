@@ -203,13 +203,13 @@ class HelperExecutor(ABC):
             launch = self._launch(runtime, run, public_dir, limits, cgroup)
             stats = cgroup.stats() if cgroup is not None else None
         except OSError as exc:  # work dir, cgroup or spawn failure on the host side
-            _finish_run_dir(run, keep_submission=False)
+            finish_run_dir(run, keep_submission=False)
             return self._infra(f"could not launch the run: {exc}")
         finally:
             if cgroup is not None:
                 cgroup.remove()
-        work_overflow = not self._private_mounts and _tree_size(run.work) > limits.tmpfs_mb << 20
-        _finish_run_dir(run, keep_submission=True)
+        work_overflow = not self._private_mounts and tree_size(run.work) > limits.tmpfs_mb << 20
+        finish_run_dir(run, keep_submission=True)
         return self._result(launch, stats, limits, run, cgroup, work_overflow)
 
     # -- internals ------------------------------------------------------------------------
@@ -262,7 +262,7 @@ class HelperExecutor(ABC):
             os.close(status_w)
         assert proc.stdout is not None and proc.stderr is not None  # both are PIPEs
         with os.fdopen(status_r, "rb", buffering=0) as status_pipe, proc.stdout, proc.stderr:
-            timed_out = _pump(
+            timed_out = pump_output(
                 {proc.stdout: stdout, proc.stderr: stderr, status_pipe: status},
                 deadline=start + limits.wall_s,
                 on_timeout=lambda: self._on_timeout(cgroup, status, proc.pid),
@@ -316,7 +316,7 @@ class HelperExecutor(ABC):
             status, error = ExecutionStatus.MEMORY, f"memory limit of {limits.memory_mb} MB exceeded (MemoryError)"
         else:
             status = ExecutionStatus.ERROR
-            error = _signal_note(returncode, limits)
+            error = signal_note(returncode, limits)
 
         if stats is not None and stats.cpu_ns is not None:
             cpu_s = stats.cpu_ns / 1e9
@@ -345,7 +345,7 @@ class HelperExecutor(ABC):
         )
 
 
-def _pump(
+def pump_output(
     streams: dict[Any, OutputTail],
     deadline: float,
     on_timeout: Callable[[], None],
@@ -386,7 +386,7 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _signal_note(returncode: int | None, limits: Limits) -> str | None:
+def signal_note(returncode: int | None, limits: Limits) -> str | None:
     if returncode == 128 + signal.SIGXCPU:
         return f"CPU-time limit of {limits.cpu_s:g} s per process exceeded"
     if returncode == 128 + signal.SIGXFSZ:
@@ -403,7 +403,7 @@ def _mount_unsharer() -> str | None:
     return unshare if probe.returncode == 0 else None
 
 
-def _tree_size(root: Path) -> int:
+def tree_size(root: Path) -> int:
     """Bytes allocated by the files under ``root`` (symlinks are not followed)."""
     total = 0
     for dirpath, _, filenames in os.walk(root):
@@ -412,17 +412,17 @@ def _tree_size(root: Path) -> int:
     return total
 
 
-def _finish_run_dir(run: RunDir, keep_submission: bool) -> None:
+def finish_run_dir(run: RunDir, keep_submission: bool) -> None:
     """Delete the run folder, except the submission copy when there is one to keep."""
     if keep_submission and run.submission.is_file():
         for entry in run.root.iterdir():
             if entry != run.submission:
-                _force_remove(entry)
+                force_remove(entry)
     else:
-        _force_remove(run.root)
+        force_remove(run.root)
 
 
-def _force_remove(path: Path) -> None:
+def force_remove(path: Path) -> None:
     """Remove a file or tree that agent code may have made unreadable (``chmod 000``)."""
 
     def make_writable_and_retry(func: Callable[[str], None], failed: str, _exc: Any) -> None:
