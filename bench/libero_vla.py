@@ -1,58 +1,114 @@
-"""MiniVLA on LIBERO-Long: behaviour cloning, then WMRL versus real-reward GRPO fine-tuning.
+"""MiniVLA on LIBERO-Long: behaviour cloning, then WMRL versus real-reward GRPO, over seeds.
 
-Stages (each writes under ``runs/libero/`` and is skipped when its output exists):
+Seed ``s`` is one paired replicate: BC with seed ``s`` (``bc-s<s>``), then WMRL and real GRPO
+fine-tunes of that BC policy with seed ``s`` (``wmrl-s<s>``, ``real-s<s>``), all evaluated on
+the same held-out init states. Every stage writes under ``--runs`` and is skipped when its
+output exists, so the whole protocol resumes after an interruption.
 
-* ``bc``: behaviour-clone MiniVLA from the scripted controller's successes on init states
-  0-39 (from ``scripts/build_libero_reward_model.py --stage collect`` and
-  ``bench/libero_scripted.py --save``).
-* ``finetune --mode wmrl|real``: the shared :class:`~trainers.wmrl.WMRLTrainer` from the BC
-  policy, with :class:`~trainers.families.libero.LiberoAdapter`, for the same number of
-  updates in both modes; the ledger records simulator steps.
-* ``eval --policy NAME``: success per task on held-out init states (40 onward by default).
-* ``report``: the table of every evaluated policy with the simulator steps it consumed.
+* ``bc``: behaviour-clone MiniVLA from the scripted controller's successes on training init
+  states 0-39 of the chosen tasks (episodes from ``bench/libero_scripted.py --save``).
+* ``probe``: sampled (not greedy) success of a policy on training init states at a given
+  temperature, and the share of GRPO groups that would carry no signal (all members alike).
+* ``finetune --mode wmrl|real``: the shared :class:`~trainers.wmrl.WMRLTrainer` with
+  :class:`~trainers.families.libero.LiberoAdapter`, the same number of updates in both modes;
+  a policy snapshot and the ledger are kept every ``--curve-every`` steps for learning curves.
+* ``eval --policy NAME [--step K]``: greedy success on held-out init states 40-49 of the tasks.
+* ``report``: ``bench/results/libero_vla.json`` (one row per policy and seed) and ``.md``:
+  mean ± SE over seeds, the paired gain over BC, learning curves of held-out success against
+  training simulator CPU-seconds, and the simulator compute each method needs to reach real
+  GRPO's final success.
 
-    python bench/libero_vla.py bc
-    python bench/libero_vla.py finetune --mode wmrl --steps 8 --tasks 0 1 7
-    python bench/libero_vla.py finetune --mode real --steps 8 --tasks 0 1 7
-    python bench/libero_vla.py eval --policy bc --trials 10   # likewise wmrl, real
+    python bench/libero_vla.py all --seeds 0 1 2          # every stage below, resumable
+    python bench/libero_vla.py bc --seed 0
+    python bench/libero_vla.py probe --policy bc-s0 --temperature 1.0
+    python bench/libero_vla.py finetune --mode wmrl --seed 0
+    python bench/libero_vla.py eval --policy wmrl-s0 --step 4
     python bench/libero_vla.py report
 
-The full protocol (50 trials per task, init states 0-49) on a bigger machine:
-``python bench/libero_vla.py eval --policy bc --trials 50 --init-start 0``.
+The full protocol (10 tasks x 50 init states) for one policy:
+``python bench/libero_vla.py eval --policy wmrl-s0 --protocol``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+from curves import crossing, mean_curve
 from libero_common import setup_threads, write_result
 
-RUNS = Path("runs/libero")
+#: Tasks trained and evaluated. Chosen because the BC policy succeeds on some of their
+#: held-out init states and fails on others (bench/results/libero_vla.md, BC column), so
+#: groups carry signal and a gain is visible; 5 tasks x 10 held-out states = 50 trials.
+DEFAULT_TASKS = (0, 2, 3, 5, 7)
+HELDOUT = tuple(range(40, 50))
+METHODS = ("wmrl", "real")
 
 
+def run_dir(args: argparse.Namespace, name: str) -> Path:
+    return args.runs / name
+
+
+# ------------------------------------------------------------------ stages
 def stage_bc(args: argparse.Namespace) -> None:
     from agents.vla.bc import BCConfig, behaviour_clone
     from agents.vla.policy import VLAConfig
     from wmrl_envs.libero.trajectory import load_trajectories
 
-    out = RUNS / args.name / "policy.pt"
+    out = run_dir(args, f"bc-s{args.seed}") / "policy.pt"
     if out.exists():
         print(f"{out} exists")
         return
     # Every successful scripted episode of the training init states, clean or noisy: noisy
     # successes widen the states seen, and cross-entropy learns the mode of the noisy actions.
     demos = [t for p in args.demos for t in load_trajectories(p)
-             if t.success and t.source.startswith("scripted") and t.init_state < 40]
-    config = BCConfig(epochs=args.epochs)
+             if t.success and t.source.startswith("scripted") and t.init_state < 40 and t.task_index in args.tasks]
+    if not demos:
+        raise SystemExit(f"no scripted successes of tasks {args.tasks} in {args.demos}: run "
+                         f"bench/libero_scripted.py --trials 40 --tasks {' '.join(map(str, args.tasks))} --save FILE")
+    config = BCConfig(epochs=args.epochs, seed=args.seed)
     policy, losses = behaviour_clone(demos, config, VLAConfig(hidden=args.hidden, blocks=args.blocks), progress=True)
     out.parent.mkdir(parents=True, exist_ok=True)
     policy.save(out)
-    (out.parent / "bc.json").write_text(json.dumps({"demos": len(demos), "steps": int(sum(d.steps for d in demos)),
-                                                    "config": vars(config), "hidden": args.hidden,
-                                                    "blocks": args.blocks, "losses": losses}, indent=2))
+    (out.parent / "bc.json").write_text(json.dumps({
+        "demos": len(demos), "steps": int(sum(d.steps for d in demos)), "tasks": list(args.tasks),
+        "config": vars(config), "hidden": args.hidden, "blocks": args.blocks, "losses": losses}, indent=2))
     print(f"wrote {out} from {len(demos)} demonstrations")
+
+
+def stage_probe(args: argparse.Namespace) -> None:
+    """Sampled success per (task, init state): the signal GRPO groups of this policy carry."""
+    from agents.vla.policy import MiniVLAPolicy, VLAEpisodePolicy
+    from wmrl_envs.libero.evaluate import evaluate_libero
+
+    out = run_dir(args, args.policy) / f"probe-t{args.temperature:g}-{args.inits[0]}-{len(args.inits)}x{args.samples}.json"
+    if out.exists():
+        print(out.read_text())
+        return
+    policy = MiniVLAPolicy.load(run_dir(args, args.policy) / "policy.pt")
+    policy.config.temperature = args.temperature
+    per_state: dict[str, list[bool]] = {}
+    for sample in range(args.samples):
+        report = evaluate_libero(VLAEpisodePolicy(policy, greedy=False, seed=1000 + sample), trials=len(args.inits),
+                                 tasks=args.tasks, init_states=args.inits, name=f"probe {args.policy}")
+        for task in report.tasks:
+            for k, success in zip(args.inits, task.successes):
+                per_state.setdefault(f"{task.task_index}:{k}", []).append(bool(success))
+    rates = {key: float(np.mean(v)) for key, v in per_state.items()}
+    by_task = {t: float(np.mean([r for key, r in rates.items() if key.startswith(f"{t}:")])) for t in args.tasks}
+    # P(a group of g samples from one state is all-fail or all-success) under the state's rate.
+    g = args.group_size
+    silent = float(np.mean([p ** g + (1 - p) ** g for p in rates.values()]))
+    payload = {"policy": args.policy, "temperature": args.temperature, "samples": args.samples,
+               "init_states": list(args.inits), "success_by_task": by_task, "success_by_state": rates,
+               "success": float(np.mean(list(rates.values()))), f"silent_group_share_g{g}": silent}
+    out.write_text(json.dumps(payload, indent=2))
+    print(json.dumps({k: v for k, v in payload.items() if k != "success_by_state"}, indent=2))
 
 
 def stage_finetune(args: argparse.Namespace) -> None:
@@ -61,22 +117,38 @@ def stage_finetune(args: argparse.Namespace) -> None:
     from trainers.wmrl import WMRLTrainer
     from trainers.wmrl_config import WMRLConfig
 
-    run = RUNS / (args.name or args.mode)
+    name = args.name or f"{args.mode}-s{args.seed}"
+    run = run_dir(args, name)
     if (run / "policy.pt").exists():
         print(f"{run / 'policy.pt'} exists")
         return
-    policy = MiniVLAPolicy.load(RUNS / args.init / "policy.pt")
+    init = run_dir(args, args.init or f"bc-s{args.seed}") / "policy.pt"
+    policy = MiniVLAPolicy.load(init)
+    if args.images:  # the camera joins the state input; the BC behaviour is where RL starts
+        policy = policy.with_images()
     policy.config.temperature = args.temperature
     config = WMRLConfig.from_flat(
-        mode=args.mode, env_id="wmrl/LIBERO-Long-v0", policy="vla", policy_path=str(RUNS / args.init / "policy.pt"),
+        mode=args.mode, env_id="wmrl/LIBERO-Long-v0", policy="vla", policy_path=str(init),
         steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
         warmup_steps=min(2, args.steps - 1), anchor_fraction=args.anchor_fraction, learning_rate=args.learning_rate,
-        calibration_min_pairs_global=8, seed=args.seed, output_dir=str(run), checkpoint_every=1, tensorboard=False)
-    adapter = LiberoAdapter(task_ids=args.tasks, wm_horizon=args.wm_horizon, seed=args.seed)
+        kl_coef=args.kl_coef, calibration_min_pairs_global=8, seed=args.seed, output_dir=str(run),
+        checkpoint_every=1, tensorboard=False)
+    adapter = LiberoAdapter(task_ids=args.tasks, wm_horizon=args.wm_horizon, seed=args.seed,
+                            obs_mode="both" if args.images else "state")
     trainer = WMRLTrainer(config, policy, adapter)
     trainer.resume()
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "finetune.json").write_text(json.dumps({**{k: v for k, v in vars(args).items() if k != "func"},
+                                                   "runs": str(args.runs), "init": str(init)}, indent=2))
     try:
-        trainer.train()
+        while trainer.step < config.steps:
+            metrics = trainer.train_step()
+            trainer.save_checkpoint()
+            print(f"{name} step {trainer.step}/{config.steps}: reward {metrics['reward/mean']:.3f}, "
+                  f"sim {trainer.ledger.metrics().get('cost/simulation_cpu_s', 0.0):.0f} CPU-s", flush=True)
+            if trainer.step % args.curve_every == 0 and trainer.step < config.steps:
+                policy.save(run / f"policy-step{trainer.step}.pt")
+                (run / f"ledger-step{trainer.step}.json").write_text(json.dumps(trainer.ledger.metrics(), indent=2))
     finally:
         adapter.close()
     policy.save(run / "policy.pt")
@@ -86,91 +158,214 @@ def stage_finetune(args: argparse.Namespace) -> None:
 def stage_eval(args: argparse.Namespace) -> None:
     from agents.vla.policy import MiniVLAPolicy, VLAEpisodePolicy
     from wmrl_envs.libero.evaluate import evaluate_libero
-    from wmrl_envs.libero.trajectory import save_trajectories
 
-    out = RUNS / args.policy / f"eval-{args.init_start}-{args.trials}.json"
+    folder = run_dir(args, args.policy)
+    suffix = f"-step{args.step}" if args.step is not None else ""
+    tasks, inits = (list(range(10)), list(range(50))) if args.protocol else (list(args.tasks), list(HELDOUT))
+    out = folder / (f"eval-protocol{suffix}.json" if args.protocol else f"eval{suffix}.json")
     if out.exists():
         print(f"{out} exists")
         return
-    policy = MiniVLAPolicy.load(RUNS / args.policy / "policy.pt")
-    inits = list(range(args.init_start, args.init_start + args.trials))
-    report = evaluate_libero(VLAEpisodePolicy(policy, greedy=True), trials=args.trials, tasks=args.tasks,
-                             init_states=inits, name=args.policy, keep_trajectories=True)
-    save_trajectories(out.with_suffix(".npz"), report.trajectories)
+    policy = MiniVLAPolicy.load(folder / f"policy{suffix}.pt")
+    report = evaluate_libero(VLAEpisodePolicy(policy, greedy=True), trials=len(inits), tasks=tasks,
+                             init_states=inits, name=f"{args.policy}{suffix}",
+                             obs_mode="both" if policy.config.use_images else "state")
     out.write_text(json.dumps(report.to_dict(), indent=2))
     print(report.to_markdown())
 
 
+def stage_all(args: argparse.Namespace) -> None:
+    """Every stage for every seed, in dependency order; finished outputs are skipped."""
+    for seed in args.seeds:
+        stage_bc(argparse.Namespace(**{**vars(args), "seed": seed}))
+        stage_eval(argparse.Namespace(**{**vars(args), "policy": f"bc-s{seed}", "step": None, "protocol": False}))
+        for mode in METHODS:
+            stage_finetune(argparse.Namespace(**{**vars(args), "seed": seed, "mode": mode, "name": None, "init": None}))
+            for step in [*range(args.curve_every, args.steps, args.curve_every), None]:
+                stage_eval(argparse.Namespace(**{**vars(args), "policy": f"{mode}-s{seed}", "step": step,
+                                                 "protocol": False}))
+    stage_report(args)
+
+
+# ------------------------------------------------------------------ report
+def _success(report: dict[str, Any]) -> tuple[float, int]:
+    successes = [s for t in report["tasks"] for s in t["successes"]]
+    return float(np.mean(successes)), len(successes)
+
+
+def collect_rows(runs: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """One row per evaluated ``<policy>-s<seed>`` folder, and each fine-tune's learning curve."""
+    rows, curves = [], {}
+    for folder in sorted(p for p in runs.iterdir() if p.is_dir()):
+        match = re.fullmatch(r"(.+)-s(\d+)", folder.name)
+        final = folder / "eval.json"
+        if not match or not final.exists():
+            continue
+        policy, seed = match.group(1), int(match.group(2))
+        success, trials = _success(json.loads(final.read_text()))
+        ledger = json.loads((folder / "ledger.json").read_text()) if (folder / "ledger.json").exists() else {}
+        rows.append({"policy": policy, "seed": seed, "trials": trials, "success": success,
+                     "sim_cpu_s": float(ledger.get("cost/simulation_cpu_s", 0.0)),
+                     "total_cpu_s": float(ledger.get("cost/total_cpu_s", 0.0)),
+                     "sim_steps": int(ledger.get("cost/simulation_count", 0))})
+        start = runs / _init_of(folder, seed) / "eval.json"
+        if policy == "bc" or not start.exists():
+            continue
+        points = [(0, 0.0, _success(json.loads(start.read_text()))[0])]
+        for ev in sorted(folder.glob("eval-step*.json"), key=lambda p: int(p.stem.split("step")[1])):
+            step = int(ev.stem.split("step")[1])
+            step_ledger = json.loads((folder / f"ledger-step{step}.json").read_text())
+            points.append((step, float(step_ledger.get("cost/simulation_cpu_s", 0.0)),
+                           _success(json.loads(ev.read_text()))[0]))
+        finetune = json.loads((folder / "finetune.json").read_text())
+        points.append((int(finetune["steps"]), rows[-1]["sim_cpu_s"], success))
+        curves.setdefault(policy, []).append({"seed": seed, "curve": [
+            {"step": s, "compute_cpu_s": c, "heldout_mean": v, "heldout_se": float("nan")} for s, c, v in points]})
+    return rows, curves
+
+
+def _init_of(folder: Path, seed: int) -> str:
+    meta = folder / "finetune.json"
+    if meta.exists():
+        return Path(json.loads(meta.read_text())["init"]).parent.name
+    return f"bc-s{seed}"
+
+
+def _mean_se(values: list[float]) -> tuple[float, float]:
+    se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else float("nan")
+    return float(np.mean(values)), se
+
+
+def summarise(rows: list[dict[str, Any]], curves: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    by_policy: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_policy.setdefault(row["policy"], []).append(row)
+    bc = {r["seed"]: r["success"] for r in by_policy.get("bc", [])}
+    summary = {}
+    for policy, group in by_policy.items():
+        mean, se = _mean_se([r["success"] for r in group])
+        paired = [r["success"] - bc[r["seed"]] for r in group if r["seed"] in bc]
+        gain, gain_se = _mean_se(paired) if paired and policy != "bc" else (float("nan"), float("nan"))
+        summary[policy] = {"seeds": sorted(r["seed"] for r in group), "trials": [r["trials"] for r in group],
+                           "success": mean, "success_se": se, "gain_over_bc": gain, "gain_over_bc_se": gain_se,
+                           "sim_cpu_s": float(np.mean([r["sim_cpu_s"] for r in group])),
+                           "total_cpu_s": float(np.mean([r["total_cpu_s"] for r in group]))}
+    mean_curves = {p: mean_curve(c) for p, c in curves.items() if len({len(r["curve"]) for r in c}) == 1}
+    real = mean_curves.get("real")
+    target = float(real["score"][-1]) if real is not None else None
+    for policy, curve in mean_curves.items():
+        reach = crossing(curve["compute"], curve["score"], target) if target is not None else None
+        summary[policy].update({"curve": {k: v.tolist() for k, v in curve.items()},
+                                "sim_cpu_s_to_real_final": reach})
+    real_reach = summary.get("real", {}).get("sim_cpu_s_to_real_final")
+    for policy in mean_curves:
+        reach = summary[policy]["sim_cpu_s_to_real_final"]
+        summary[policy]["speedup_vs_real"] = (real_reach / reach if reach and real_reach else None)
+    return {"target_real_final": target, "policies": summary}
+
+
+def _fmt(mean: float, se: float) -> str:
+    return f"{mean:.3f}" if not math.isfinite(se) else f"{mean:.3f} ± {se:.3f}"
+
+
+def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    lines = ["### MiniVLA on LIBERO-Long: WMRL vs real GRPO vs behaviour cloning", "",
+             "Greedy actions, held-out init states 40-49 of the trained tasks; mean ± SE over seeds (seed s: "
+             "BC with seed s, both fine-tunes of that BC policy with seed s). Gain: paired difference to the "
+             "same seed's BC policy. Compute: training simulator CPU-seconds from the ledger.", "",
+             "| policy | seeds | trials/seed | held-out success | gain over BC | sim CPU-s | total CPU-s | "
+             "sim CPU-s to real's final | speedup |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for policy, s in summary["policies"].items():
+        reach = s.get("sim_cpu_s_to_real_final")
+        speed = s.get("speedup_vs_real")
+        lines.append(f"| `{policy}` | {','.join(map(str, s['seeds']))} | {min(s['trials'])} | "
+                     f"{_fmt(s['success'], s['success_se'])} | {_fmt(s['gain_over_bc'], s['gain_over_bc_se'])} | "
+                     f"{s['sim_cpu_s']:.0f} | {s['total_cpu_s']:.0f} | "
+                     f"{'—' if reach is None else f'{reach:.0f}'} | {'—' if speed is None else f'{speed:.1f}x'} |")
+    lines += ["", "Per seed:", "", "| policy | seed | trials | success | sim CPU-s | total CPU-s |",
+              "|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| `{r['policy']}` | {r['seed']} | {r['trials']} | {r['success']:.3f} | {r['sim_cpu_s']:.0f} | "
+              f"{r['total_cpu_s']:.0f} |" for r in rows]
+    curves = {p: s["curve"] for p, s in summary["policies"].items() if "curve" in s}
+    if curves:
+        lines += ["", "Learning curves (mean over seeds: step, sim CPU-s, held-out success):", ""]
+        for policy, c in curves.items():
+            points = ", ".join(f"{st}: {cp:.0f} s → {sc:.3f}" for st, cp, sc in zip(c["step"], c["compute"], c["score"]))
+            lines.append(f"- `{policy}`: {points}")
+    return "\n".join(lines)
+
+
 def stage_report(args: argparse.Namespace) -> None:
-    """Success per task of every evaluated policy on the tasks they share, with training sim cost."""
-    from wmrl_envs.libero.evaluate import comparison_markdown
+    from trainers.cli import machine_info
 
-    found = {}
-    for name in args.policies:
-        evals = sorted((RUNS / name).glob(f"eval-{args.init_start}-*.json"))
-        if evals:
-            ledger_path = RUNS / name / "ledger.json"
-            found[name] = (json.loads(evals[-1].read_text()),
-                           json.loads(ledger_path.read_text()) if ledger_path.exists() else {})
-    if not found:
-        raise SystemExit(f"no evaluations from init state {args.init_start} under {RUNS}: run the eval stage first")
-    shared = set.intersection(*({t["task_index"] for t in report["tasks"]} for report, _ in found.values()))
-    reports = []
-    for name, (report, _) in found.items():
-        tasks = [t for t in report["tasks"] if t["task_index"] in shared]
-        successes = [s for t in tasks for s in t["successes"]]
-        reports.append({**report, "policy": name, "tasks": tasks, "success_rate": sum(successes) / len(successes)})
-    ledgers = [ledger for _, ledger in found.values()]
-    extra = {"training sim steps": [int(ledger.get("cost/simulation_count", 0)) for ledger in ledgers],
-             # CPU seconds: wall seconds depend on what else shared the machine during training.
-             "training sim CPU-s": [f"{ledger.get('cost/simulation_cpu_s', 0.0):.0f}" for ledger in ledgers],
-             "training total CPU-s": [f"{ledger.get('cost/total_cpu_s', 0.0):.0f}" for ledger in ledgers]}
-    trials = {r["trials"] for r in reports}
-    md = "\n".join([
-        f"### MiniVLA on LIBERO-Long (state input, greedy actions, held-out init states from {args.init_start}, "
-        f"{'/'.join(map(str, sorted(trials)))} trials per task)", "",
-        comparison_markdown(reports, extra)])
-    payload = {name: {"eval": report, "ledger": ledger} for name, (report, ledger) in found.items()}
-    print(write_result("libero_vla", {"config": vars(args), **payload}, md).read_text())
+    rows, curves = collect_rows(args.runs)
+    if not rows:
+        raise SystemExit(f"no evaluated runs under {args.runs}: run the bc, finetune and eval stages first")
+    summary = summarise(rows, curves)
+    payload = {"meta": {**machine_info(), "runs": str(args.runs), "heldout_init_states": list(HELDOUT),
+                        "greedy": True},
+               "rows": rows, "summary": summary, "curves": curves}
+    print(write_result("libero_vla", payload, report_markdown(rows, summary)).read_text())
 
 
+# ------------------------------------------------------------------ command line
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=Path, default=Path("runs/libero"), help="folder of every stage's outputs")
+    parser.add_argument("--tasks", type=int, nargs="*", default=list(DEFAULT_TASKS), help="tasks trained and evaluated")
     sub = parser.add_subparsers(dest="stage", required=True)
+
+    def add_bc(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--demos", type=Path, nargs="*", default=None, help="episode files (default: the data cache)")
+        p.add_argument("--epochs", type=int, default=30)
+        p.add_argument("--hidden", type=int, default=256)
+        p.add_argument("--blocks", type=int, default=2)
+
+    def add_finetune(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--steps", type=int, default=8)
+        p.add_argument("--curve-every", type=int, default=4, help="steps between policy snapshots for the curves")
+        p.add_argument("--tasks-per-step", type=int, default=4)
+        p.add_argument("--group-size", type=int, default=4)
+        p.add_argument("--anchor-fraction", type=float, default=0.25)
+        p.add_argument("--wm-horizon", type=int, default=260)
+        p.add_argument("--learning-rate", type=float, default=3e-5)
+        p.add_argument("--kl-coef", type=float, default=0.0, help="KL penalty to the BC policy")
+        p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of training rollouts")
+        p.add_argument("--images", action="store_true", help="also read the camera (obs_mode both; ~30x slower)")
+
     bc = sub.add_parser("bc")
-    bc.add_argument("--demos", type=Path, nargs="*", default=None, help="episode files (default: the data cache)")
-    bc.add_argument("--epochs", type=int, default=30)
-    bc.add_argument("--hidden", type=int, default=256)
-    bc.add_argument("--blocks", type=int, default=2)
-    bc.add_argument("--name", default="bc", help="run folder under runs/libero")
+    add_bc(bc)
+    bc.add_argument("--seed", type=int, default=0)
+    pr = sub.add_parser("probe")
+    pr.add_argument("--policy", default="bc-s0")
+    pr.add_argument("--temperature", type=float, default=1.0)
+    pr.add_argument("--inits", type=int, nargs="*", default=list(range(0, 40, 5)), help="training init states")
+    pr.add_argument("--samples", type=int, default=2, help="episodes per (task, init state)")
+    pr.add_argument("--group-size", type=int, default=4)
     ft = sub.add_parser("finetune")
-    ft.add_argument("--mode", choices=("wmrl", "real"), required=True)
-    ft.add_argument("--name", default=None, help="run folder under runs/libero (default: the mode)")
-    ft.add_argument("--init", default="bc", help="run folder of the policy to start from")
-    ft.add_argument("--steps", type=int, default=8)
-    ft.add_argument("--tasks", type=int, nargs="*", default=None)
-    ft.add_argument("--tasks-per-step", type=int, default=4)
-    ft.add_argument("--group-size", type=int, default=4)
-    ft.add_argument("--anchor-fraction", type=float, default=0.25)
-    ft.add_argument("--wm-horizon", type=int, default=260)
-    ft.add_argument("--learning-rate", type=float, default=3e-5)
-    ft.add_argument("--temperature", type=float, default=1.0)
+    ft.add_argument("--mode", choices=METHODS, required=True)
     ft.add_argument("--seed", type=int, default=0)
+    ft.add_argument("--name", default=None, help="run folder (default: <mode>-s<seed>)")
+    ft.add_argument("--init", default=None, help="run folder of the starting policy (default: bc-s<seed>)")
+    add_finetune(ft)
     ev = sub.add_parser("eval")
-    ev.add_argument("--policy", default="bc", help="run folder under runs/libero (bc, wmrl, real)")
-    ev.add_argument("--trials", type=int, default=10)
-    ev.add_argument("--init-start", type=int, default=40)
-    ev.add_argument("--tasks", type=int, nargs="*", default=list(range(10)))
-    rp = sub.add_parser("report")
-    rp.add_argument("--policies", nargs="*", default=["bc", "wmrl", "real"], help="run folders to tabulate")
-    rp.add_argument("--init-start", type=int, default=40, help="first init state of the evaluations to tabulate")
+    ev.add_argument("--policy", default="bc-s0", help="run folder under --runs")
+    ev.add_argument("--step", type=int, default=None, help="evaluate the snapshot of this training step")
+    ev.add_argument("--protocol", action="store_true", help="the full protocol: 10 tasks x init states 0-49")
+    sub.add_parser("report")
+    al = sub.add_parser("all")
+    al.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    add_bc(al)
+    add_finetune(al)
     args = parser.parse_args()
     setup_threads()
-    if args.stage == "bc" and args.demos is None:
+    if getattr(args, "demos", "") is None:
         from wmrl_envs.paths import wmrl_home
 
         args.demos = sorted((wmrl_home() / "libero").glob("*.npz"))
-    {"bc": stage_bc, "finetune": stage_finetune, "eval": stage_eval, "report": stage_report}[args.stage](args)
+    {"bc": stage_bc, "probe": stage_probe, "finetune": stage_finetune, "eval": stage_eval, "report": stage_report,
+     "all": stage_all}[args.stage](args)
 
 
 if __name__ == "__main__":

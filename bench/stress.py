@@ -53,6 +53,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from curves import crossing, mean_curve
 from trainers.cli import machine_info
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
@@ -283,29 +284,6 @@ def median_flag(flags: list[float | None]) -> float | None:
 
 
 # ------------------------------------------------------------------ summary
-def crossing(compute: np.ndarray, score: np.ndarray, target: float) -> float | None:
-    """The compute at which a curve first reaches ``target`` (linear between points), or None."""
-    for i, value in enumerate(score):
-        if value >= target:
-            if i == 0:
-                return float(compute[0])
-            frac = (target - score[i - 1]) / (value - score[i - 1])
-            return float(compute[i - 1] + frac * (compute[i] - compute[i - 1]))
-    return None
-
-
-def mean_curve(results: list[dict]) -> dict[str, np.ndarray]:
-    """Mean over seeds of compute and held-out score at each evaluation point, and the score's SE."""
-    compute = np.array([[p["compute_cpu_s"] for p in r["curve"]] for r in results])
-    score = np.array([[p["heldout_mean"] for p in r["curve"]] for r in results])
-    if len(results) > 1:
-        se = score.std(axis=0, ddof=1) / math.sqrt(len(results))
-    else:  # one seed: the SE over tasks
-        se = np.array([p["heldout_se"] for p in results[0]["curve"]])
-    return {"step": np.array([p["step"] for p in results[0]["curve"]]), "compute": compute.mean(axis=0),
-            "score": score.mean(axis=0), "se": se}
-
-
 def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for r in results:

@@ -15,7 +15,8 @@ to every one of its tokens.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import copy
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Hashable, Sequence
 
@@ -186,6 +187,24 @@ class MiniVLAPolicy(nn.Module):
             logp = torch.log_softmax(logits, dim=-1).gather(-1, tokens["bins"][..., None]).squeeze(-1)
             rows.append(logp.reshape(-1))
         return pad_logps(rows)
+
+    def with_images(self) -> "MiniVLAPolicy":
+        """A copy that also reads the camera, acting exactly as this policy until trained.
+
+        The image encoder's output layer starts at zero, so RL fine-tuning (with
+        ``obs_mode="both"``) starts from this policy's behaviour; demonstrations carry no
+        images, which is why the camera path is learnt by RL rather than cloned.
+        """
+        if self.image_encoder is not None:
+            return copy.deepcopy(self)
+        policy = MiniVLAPolicy(replace(self.config, use_images=True), self.tokenizer)
+        missing, unexpected = policy.load_state_dict(self.state_dict(), strict=False)
+        if unexpected or not all(k.startswith("image_encoder.") for k in missing):
+            raise ConfigError(f"state policy does not match the image policy: {missing} {unexpected}")
+        output = policy.image_encoder.net[-1]  # type: ignore[union-attr]  (use_images builds it)
+        nn.init.zeros_(output.weight)
+        nn.init.zeros_(output.bias)
+        return policy
 
     # ------------------------------------------------------------------ files
     def save(self, path: str | Path) -> None:

@@ -96,6 +96,19 @@ def test_image_policy_encodes_frames():
         policy.act(observation())
 
 
+def test_with_images_starts_as_the_state_policy_and_learns_from_frames():
+    torch.manual_seed(0)
+    state_policy = MiniVLAPolicy(VLAConfig(hidden=16, blocks=1))
+    policy = state_policy.with_images()
+    assert policy.config.use_images and policy.image_encoder is not None
+    obs = {**observation(2), "agentview_image": np.random.default_rng(0).integers(0, 255, (32, 32, 3), np.uint8)}
+    embedding, state = torch.zeros(1, 384), torch.as_tensor(MiniVLAPolicy.observation_inputs(obs)[0][None])
+    image = torch.as_tensor(obs["agentview_image"][None])
+    assert torch.allclose(policy(embedding, state, image), state_policy(embedding, state), atol=1e-6)
+    policy(embedding, state, image).logsumexp(-1).sum().backward()
+    assert policy.image_encoder.net[-1].weight.grad.abs().sum() > 0  # the camera path is trainable
+
+
 def test_save_and_load_keep_the_policy(tmp_path):
     policy = MiniVLAPolicy(VLAConfig(hidden=16, blocks=1), ActionTokenizer(-0.5 * np.ones(7), np.ones(7)))
     policy.save(tmp_path / "vla.pt")
