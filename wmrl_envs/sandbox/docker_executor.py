@@ -69,6 +69,7 @@ from wmrl_envs.sandbox.launcher import (
     force_remove,
     pump_output,
     signal_note,
+    start_run,
     tree_size,
     agent_env,
     kill_group,
@@ -209,17 +210,10 @@ class DockerExecutor:
     def run(self, script: str, task: Any, limits: Limits | None = None) -> ExecutionResult:
         """Run ``script`` as ``solution.py`` against ``task``'s public files."""
         limits = limits if limits is not None else task.limits
-        public_dir = Path(task.public_dir)
-        try:
-            runtime = self._ensure_runtime()
-        except (SandboxUnavailableError, OSError) as exc:
-            return self._infra(f"agent runtime unavailable: {exc}")
-        if not public_dir.is_dir():
-            return self._infra(f"task public_dir {public_dir} is not a directory")
-        try:
-            run = RunDir(Path(tempfile.mkdtemp(prefix=f"{RUN_PREFIX}{_owner()}-", dir=self.work_root)))
-        except OSError as exc:
-            return self._infra(f"could not create a run folder in {self.work_root}: {exc}")
+        started = start_run(task, self._ensure_runtime, self.work_root, f"{RUN_PREFIX}{_owner()}-")
+        if isinstance(started, str):
+            return self._infra(started)
+        public_dir, runtime, run = started
         try:
             outcome = self._execute(script, runtime, run, public_dir.resolve(), limits)
         except (SandboxUnavailableError, OSError, subprocess.SubprocessError) as exc:

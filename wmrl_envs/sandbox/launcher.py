@@ -182,17 +182,10 @@ class HelperExecutor(ABC):
     def run(self, script: str, task: Any, limits: Limits | None = None) -> ExecutionResult:
         """Run ``script`` as ``solution.py`` against ``task``'s public files."""
         limits = limits if limits is not None else task.limits
-        public_dir = Path(task.public_dir)
-        try:
-            runtime = self._ensure_runtime()
-        except (SandboxUnavailableError, OSError) as exc:
-            return self._infra(f"agent runtime unavailable: {exc}")
-        if not public_dir.is_dir():
-            return self._infra(f"task public_dir {public_dir} is not a directory")
-        try:
-            run = RunDir(Path(tempfile.mkdtemp(prefix=RUN_DIR_PREFIX, dir=self.work_root)))
-        except OSError as exc:
-            return self._infra(f"could not create a run folder in {self.work_root}: {exc}")
+        started = start_run(task, self._ensure_runtime, self.work_root, RUN_DIR_PREFIX)
+        if isinstance(started, str):
+            return self._infra(started)
+        public_dir, runtime, run = started
         cgroup: cgroups.RunCgroup | None = None
         try:
             run.work.mkdir()
@@ -343,6 +336,24 @@ class HelperExecutor(ABC):
             enforced=enforced,
             executor=self.name,
         )
+
+
+def start_run(task: Any, ensure_runtime: Callable[[], Runtime], work_root: Path,
+              prefix: str) -> tuple[Path, Runtime, RunDir] | str:
+    """What every executor checks and makes before a run: the task's public folder, the agent
+    runtime and a fresh run folder; or why the run cannot start (an infrastructure failure)."""
+    public_dir = Path(task.public_dir)
+    try:
+        runtime = ensure_runtime()
+    except (SandboxUnavailableError, OSError) as exc:
+        return f"agent runtime unavailable: {exc}"
+    if not public_dir.is_dir():
+        return f"task public_dir {public_dir} is not a directory"
+    try:
+        run = RunDir(Path(tempfile.mkdtemp(prefix=prefix, dir=work_root)))
+    except OSError as exc:
+        return f"could not create a run folder in {work_root}: {exc}"
+    return public_dir, runtime, run
 
 
 def pump_output(
