@@ -33,3 +33,10 @@ def mean_curve(results: list[dict]) -> dict[str, np.ndarray]:
         se = np.array([p["heldout_se"] for p in results[0]["curve"]])
     return {"step": np.array([p["step"] for p in results[0]["curve"]]), "compute": compute.mean(axis=0),
             "score": score.mean(axis=0), "se": se}
+
+
+def draw_curve(ax, curve: dict[str, np.ndarray], label: str) -> None:
+    """A mean curve (from :func:`mean_curve`) on a matplotlib axis, with its ± SE band."""
+    x, y, se = (np.asarray(curve[k], dtype=float) for k in ("compute", "score", "se"))
+    line, = ax.plot(x, y, marker="o", label=label)
+    ax.fill_between(x, y - se, y + se, color=line.get_color(), alpha=0.15)

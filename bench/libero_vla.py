@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from curves import crossing, mean_curve
+from curves import crossing, draw_curve, mean_curve
 from libero_common import setup_threads, write_result
 
 #: Tasks trained and evaluated. Chosen because the BC policy succeeds on some of their
@@ -202,16 +202,21 @@ def collect_rows(runs: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[
         if not match or not final.exists():
             continue
         policy, seed = match.group(1), int(match.group(2))
-        success, trials = _success(json.loads(final.read_text()))
+        evaluation = json.loads(final.read_text())
+        success, trials = _success(evaluation)
         ledger = json.loads((folder / "ledger.json").read_text()) if (folder / "ledger.json").exists() else {}
         rows.append({"policy": policy, "seed": seed, "trials": trials, "success": success,
+                     "tasks": sorted(t["task_index"] for t in evaluation["tasks"]),
                      "sim_cpu_s": float(ledger.get("cost/simulation_cpu_s", 0.0)),
                      "total_cpu_s": float(ledger.get("cost/total_cpu_s", 0.0)),
                      "sim_steps": int(ledger.get("cost/simulation_count", 0))})
         start = runs / _init_of(folder, seed) / "eval.json"
         if policy == "bc" or not start.exists():
             continue
-        points = [(0, 0.0, _success(json.loads(start.read_text()))[0])]
+        start_eval = json.loads(start.read_text())
+        if sorted(t["task_index"] for t in start_eval["tasks"]) != rows[-1]["tasks"]:
+            continue  # the starting policy was evaluated on other tasks: no curve from it
+        points = [(0, 0.0, _success(start_eval)[0])]
         for ev in sorted(folder.glob("eval-step*.json"), key=lambda p: int(p.stem.split("step")[1])):
             step = int(ev.stem.split("step")[1])
             step_ledger = json.loads((folder / f"ledger-step{step}.json").read_text())
@@ -219,7 +224,7 @@ def collect_rows(runs: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[
                            _success(json.loads(ev.read_text()))[0]))
         finetune = json.loads((folder / "finetune.json").read_text())
         points.append((int(finetune["steps"]), rows[-1]["sim_cpu_s"], success))
-        curves.setdefault(policy, []).append({"seed": seed, "curve": [
+        curves.setdefault(policy, []).append({"seed": seed, "tasks": rows[-1]["tasks"], "curve": [
             {"step": s, "compute_cpu_s": c, "heldout_mean": v, "heldout_se": float("nan")} for s, c, v in points]})
     return rows, curves
 
@@ -240,20 +245,31 @@ def summarise(rows: list[dict[str, Any]], curves: dict[str, list[dict[str, Any]]
     by_policy: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_policy.setdefault(row["policy"], []).append(row)
-    bc = {r["seed"]: r["success"] for r in by_policy.get("bc", [])}
+    # A policy's gain is over the same seed's BC policy on the same tasks.
+    bc = {(r["seed"], tuple(r["tasks"])): r["success"] for r in by_policy.get("bc", [])}
     summary = {}
     for policy, group in by_policy.items():
         mean, se = _mean_se([r["success"] for r in group])
-        paired = [r["success"] - bc[r["seed"]] for r in group if r["seed"] in bc]
+        paired = [r["success"] - bc[r["seed"], tuple(r["tasks"])] for r in group if (r["seed"], tuple(r["tasks"])) in bc]
         gain, gain_se = _mean_se(paired) if paired and policy != "bc" else (float("nan"), float("nan"))
         summary[policy] = {"seeds": sorted(r["seed"] for r in group), "trials": [r["trials"] for r in group],
+                           "tasks": group[0]["tasks"],
                            "success": mean, "success_se": se, "gain_over_bc": gain, "gain_over_bc_se": gain_se,
                            "sim_cpu_s": float(np.mean([r["sim_cpu_s"] for r in group])),
                            "total_cpu_s": float(np.mean([r["total_cpu_s"] for r in group]))}
     mean_curves = {p: mean_curve(c) for p, c in curves.items() if len({len(r["curve"]) for r in c}) == 1}
     real = mean_curves.get("real")
     target = float(real["score"][-1]) if real is not None else None
+    # Compute-to-reach is only a comparison when real GRPO ends above where it started (BC).
+    real_improves = real is not None and target > float(real["score"][0])
+    if not real_improves:
+        target = None
     for policy, curve in mean_curves.items():
+        # The paired gain over each seed's BC policy at every evaluation point of the curve.
+        gains = np.array([[p["heldout_mean"] - bc[r["seed"], tuple(r["tasks"])] for p in r["curve"]]
+                          for r in curves[policy] if (r["seed"], tuple(r["tasks"])) in bc])
+        if len(gains):
+            summary[policy]["curve_gain_over_bc"] = [_mean_se(list(column)) for column in gains.T]
         reach = crossing(curve["compute"], curve["score"], target) if target is not None else None
         summary[policy].update({"curve": {k: v.tolist() for k, v in curve.items()},
                                 "sim_cpu_s_to_real_final": reach})
@@ -261,10 +277,12 @@ def summarise(rows: list[dict[str, Any]], curves: dict[str, list[dict[str, Any]]
     for policy in mean_curves:
         reach = summary[policy]["sim_cpu_s_to_real_final"]
         summary[policy]["speedup_vs_real"] = (real_reach / reach if reach and real_reach else None)
-    return {"target_real_final": target, "policies": summary}
+    return {"target_real_final": target, "real_improves_on_start": real_improves, "policies": summary}
 
 
 def _fmt(mean: float, se: float) -> str:
+    if not math.isfinite(mean):
+        return "—"
     return f"{mean:.3f}" if not math.isfinite(se) else f"{mean:.3f} ± {se:.3f}"
 
 
@@ -273,13 +291,14 @@ def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
              "Greedy actions, held-out init states 40-49 of the trained tasks; mean ± SE over seeds (seed s: "
              "BC with seed s, both fine-tunes of that BC policy with seed s). Gain: paired difference to the "
              "same seed's BC policy. Compute: training simulator CPU-seconds from the ledger.", "",
-             "| policy | seeds | trials/seed | held-out success | gain over BC | sim CPU-s | total CPU-s | "
+             "| policy | tasks | seeds | trials/seed | held-out success | gain over BC | sim CPU-s | total CPU-s | "
              "sim CPU-s to real's final | speedup |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for policy, s in summary["policies"].items():
         reach = s.get("sim_cpu_s_to_real_final")
         speed = s.get("speedup_vs_real")
-        lines.append(f"| `{policy}` | {','.join(map(str, s['seeds']))} | {min(s['trials'])} | "
+        lines.append(f"| `{policy}` | {' '.join(map(str, s['tasks']))} | {','.join(map(str, s['seeds']))} | "
+                     f"{min(s['trials'])} | "
                      f"{_fmt(s['success'], s['success_se'])} | {_fmt(s['gain_over_bc'], s['gain_over_bc_se'])} | "
                      f"{s['sim_cpu_s']:.0f} | {s['total_cpu_s']:.0f} | "
                      f"{'—' if reach is None else f'{reach:.0f}'} | {'—' if speed is None else f'{speed:.1f}x'} |")
@@ -287,13 +306,41 @@ def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any]) -> str:
               "|---|---:|---:|---:|---:|---:|"]
     lines += [f"| `{r['policy']}` | {r['seed']} | {r['trials']} | {r['success']:.3f} | {r['sim_cpu_s']:.0f} | "
               f"{r['total_cpu_s']:.0f} |" for r in rows]
+    if not summary["real_improves_on_start"]:
+        lines += ["", "Real GRPO's mean curve ends at or below its start (the BC policies), so there is no "
+                  "final success of real GRPO above BC for another method to reach: no speedup is read off."]
     curves = {p: s["curve"] for p, s in summary["policies"].items() if "curve" in s}
     if curves:
-        lines += ["", "Learning curves (mean over seeds: step, sim CPU-s, held-out success):", ""]
+        lines += ["", "Learning curves (mean over seeds: step, sim CPU-s, held-out success, paired gain over BC):", ""]
         for policy, c in curves.items():
-            points = ", ".join(f"{st}: {cp:.0f} s → {sc:.3f}" for st, cp, sc in zip(c["step"], c["compute"], c["score"]))
+            gains = summary["policies"][policy].get("curve_gain_over_bc", [(float("nan"), float("nan"))] * len(c["step"]))
+            points = ", ".join(f"step {st}: {cp:.0f} s → {sc:.3f} (gain {_fmt(*g)})"
+                               for st, cp, sc, g in zip(c["step"], c["compute"], c["score"], gains))
             lines.append(f"- `{policy}`: {points}")
     return "\n".join(lines)
+
+
+def plot_curves(summary: dict[str, Any], path: Path) -> Path:
+    """Held-out success against training simulator CPU-seconds, mean ± SE over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    for policy, s in summary["policies"].items():
+        if "curve" in s:
+            draw_curve(ax, s["curve"], f"{policy} ({len(s['seeds'])} seeds)")
+    bc = summary["policies"].get("bc")
+    if bc is not None:
+        ax.axhline(bc["success"], color="grey", linestyle="--", label="bc (mean)")
+    ax.set(title="MiniVLA on LIBERO-Long, held-out init states", xlabel="training simulator CPU-s",
+           ylabel="greedy success")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def stage_report(args: argparse.Namespace) -> None:
@@ -306,14 +353,17 @@ def stage_report(args: argparse.Namespace) -> None:
     payload = {"meta": {**machine_info(), "runs": str(args.runs), "heldout_init_states": list(HELDOUT),
                         "greedy": True},
                "rows": rows, "summary": summary, "curves": curves}
-    print(write_result("libero_vla", payload, report_markdown(rows, summary)).read_text())
+    md = write_result("libero_vla", payload, report_markdown(rows, summary))
+    print(md.read_text())
+    print(f"wrote {md.with_suffix('.json')}, {md} and {plot_curves(summary, md.with_suffix('.png'))}")
 
 
 # ------------------------------------------------------------------ command line
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, default=Path("runs/libero"), help="folder of every stage's outputs")
-    parser.add_argument("--tasks", type=int, nargs="*", default=list(DEFAULT_TASKS), help="tasks trained and evaluated")
+    tasks = argparse.ArgumentParser(add_help=False)
+    tasks.add_argument("--tasks", type=int, nargs="+", default=list(DEFAULT_TASKS), help="tasks trained and evaluated")
     sub = parser.add_subparsers(dest="stage", required=True)
 
     def add_bc(p: argparse.ArgumentParser) -> None:
@@ -334,27 +384,27 @@ def main() -> None:
         p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of training rollouts")
         p.add_argument("--images", action="store_true", help="also read the camera (obs_mode both; ~30x slower)")
 
-    bc = sub.add_parser("bc")
+    bc = sub.add_parser("bc", parents=[tasks])
     add_bc(bc)
     bc.add_argument("--seed", type=int, default=0)
-    pr = sub.add_parser("probe")
+    pr = sub.add_parser("probe", parents=[tasks])
     pr.add_argument("--policy", default="bc-s0")
     pr.add_argument("--temperature", type=float, default=1.0)
     pr.add_argument("--inits", type=int, nargs="*", default=list(range(0, 40, 5)), help="training init states")
     pr.add_argument("--samples", type=int, default=2, help="episodes per (task, init state)")
     pr.add_argument("--group-size", type=int, default=4)
-    ft = sub.add_parser("finetune")
+    ft = sub.add_parser("finetune", parents=[tasks])
     ft.add_argument("--mode", choices=METHODS, required=True)
     ft.add_argument("--seed", type=int, default=0)
     ft.add_argument("--name", default=None, help="run folder (default: <mode>-s<seed>)")
     ft.add_argument("--init", default=None, help="run folder of the starting policy (default: bc-s<seed>)")
     add_finetune(ft)
-    ev = sub.add_parser("eval")
+    ev = sub.add_parser("eval", parents=[tasks])
     ev.add_argument("--policy", default="bc-s0", help="run folder under --runs")
     ev.add_argument("--step", type=int, default=None, help="evaluate the snapshot of this training step")
     ev.add_argument("--protocol", action="store_true", help="the full protocol: 10 tasks x init states 0-49")
     sub.add_parser("report")
-    al = sub.add_parser("all")
+    al = sub.add_parser("all", parents=[tasks])
     al.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     add_bc(al)
     add_finetune(al)

@@ -53,7 +53,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from curves import crossing, mean_curve
+from curves import crossing, draw_curve, mean_curve
 from trainers.cli import machine_info
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
@@ -362,12 +362,9 @@ def plot(rows: list[dict], out: Path) -> list[Path]:
         fig, axes = plt.subplots(1, len(advantages), figsize=(6 * len(advantages), 4.5), squeeze=False)
         for ax, advantage in zip(axes[0], advantages):
             for r in (r for r in subset if r["advantage"] == advantage):
-                c = r["curve"]
-                x, y, se = np.array(c["compute"]), np.array(c["score"]), np.array(c["se"])
                 if r["variant"]:
                     continue  # sweeps are in the tables; the curves compare the modes
-                line, = ax.plot(x, y, marker="o", label=f"{r['mode']}{' adaptive' if r['adaptive'] else ''}")
-                ax.fill_between(x, y - se, y + se, color=line.get_color(), alpha=0.15)
+                draw_curve(ax, r["curve"], f"{r['mode']}{' adaptive' if r['adaptive'] else ''}")
             ax.set(title=f"{corruption}, {advantage} advantages", xlabel="training compute (CPU-s)",
                    ylabel="held-out score (avg@k)")
             ax.legend(fontsize=8)
