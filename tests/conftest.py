@@ -36,3 +36,18 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     outcome = yield
     _fail_setup_skips(outcome.get_result())
+
+
+@pytest.fixture(scope="session")
+def private_dockerd():
+    """One private Docker engine for the whole session (the docker tests and the security suite's
+    docker runs); stopping it asserts that host networking is as it was before it started."""
+    from wmrl_envs.errors import SandboxUnavailableError
+    from wmrl_envs.sandbox.dockerd import PrivateDockerd
+
+    try:
+        daemon = PrivateDockerd().start()
+    except SandboxUnavailableError as exc:
+        pytest.fail(f"the docker tests need dockerd (scripts/setup.sh installs docker.io): {exc}")
+    yield daemon
+    assert daemon.stop() == [], "the private dockerd changed host networking"

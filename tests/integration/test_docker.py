@@ -1,4 +1,4 @@
-"""The Docker executor on a real, private dockerd that this module starts and stops.
+"""The Docker executor on a real, private dockerd (``private_dockerd`` in tests/conftest.py).
 
 The conformance suite every executor passes (``tests/unit/test_sandbox.py``) runs here through
 Docker unchanged, and the adversarial suite in ``tests/security`` attacks Docker itself (its
@@ -75,18 +75,8 @@ SAME_AS_BWRAP = {
 
 
 @pytest.fixture(scope="module")
-def dockerd():
-    try:
-        daemon = PrivateDockerd().start()
-    except SandboxUnavailableError as exc:
-        pytest.fail(f"the docker tests need dockerd (scripts/setup.sh installs docker.io): {exc}")
-    yield daemon
-    assert daemon.stop() == [], "the private dockerd changed host networking"
-
-
-@pytest.fixture(scope="module")
-def executor(dockerd, tmp_path_factory):
-    return make_executor("docker", host=dockerd.host, work_root=tmp_path_factory.mktemp("docker-runs"))
+def executor(private_dockerd, tmp_path_factory):
+    return make_executor("docker", host=private_dockerd.host, work_root=tmp_path_factory.mktemp("docker-runs"))
 
 
 @pytest.fixture(scope="module")
@@ -110,8 +100,8 @@ def nothing_left_behind(request):
         assert list(CGROUP_ROOT.glob(f"*/{CGROUP_PARENT}/{RUN_PREFIX}*")) == []
 
 
-def _docker(dockerd, *args: str) -> str:
-    return subprocess.run(["docker", "--host", dockerd.host, *args], check=True, capture_output=True,
+def _docker(private_dockerd, *args: str) -> str:
+    return subprocess.run(["docker", "--host", private_dockerd.host, *args], check=True, capture_output=True,
                           text=True).stdout
 
 
@@ -137,8 +127,8 @@ def test_results_equal_bwraps(name, executor, bwrap, task):
         theirs.cleanup()
 
 
-def test_scores_equal_bwraps_on_a_real_task(dockerd, executor, monkeypatch):
-    monkeypatch.setenv("DOCKER_HOST", dockerd.host)  # CodeScorer builds make_executor("docker") with no arguments
+def test_scores_equal_bwraps_on_a_real_task(private_dockerd, executor, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", private_dockerd.host)  # CodeScorer builds make_executor("docker") with no arguments
     mle_task = min(list_tasks(suite="mle", split="train"), key=lambda t: t.spec.meta.get("n_train", 1e9))
     scripts = [render_script(mle_task.spec, REFERENCE_SOLUTIONS["linear"]), "raise SystemExit(3)\n",
                "open('submission.csv', 'w').write('wrong,columns\\n1,2\\n')\n"]
@@ -160,7 +150,7 @@ def test_scores_equal_bwraps_on_a_real_task(dockerd, executor, monkeypatch):
 
 
 # ---------------------------------------------------------------------- Docker's own
-def test_the_engine_holds_the_limits_on_a_live_container(dockerd, executor, task):
+def test_the_engine_holds_the_limits_on_a_live_container(private_dockerd, executor, task):
     limits = Limits(wall_s=60, cpu_s=20, memory_mb=300, max_processes=40, tmpfs_mb=24, file_mb=8)
     code = textwrap.dedent(
         """
@@ -179,7 +169,7 @@ def test_the_engine_holds_the_limits_on_a_live_container(dockerd, executor, task
         while not executor.containers() and time.monotonic() < deadline:
             time.sleep(0.05)
         [name] = executor.containers()
-        [info] = json.loads(_docker(dockerd, "inspect", name))
+        [info] = json.loads(_docker(private_dockerd, "inspect", name))
     finally:
         for work in executor.work_root.glob(f"{RUN_PREFIX}*/work"):
             (work / "release").write_text("")
@@ -259,14 +249,14 @@ def _cmdline_has(pid: str, marker: str) -> bool:
         return False
 
 
-def test_what_a_killed_launcher_leaves_is_removed_by_the_next_executor(dockerd, executor, task, tmp_path):
+def test_what_a_killed_launcher_leaves_is_removed_by_the_next_executor(private_dockerd, executor, task, tmp_path):
     driver = tmp_path / "driver.py"
     driver.write_text(textwrap.dedent(
         f"""
         from pathlib import Path
         from types import SimpleNamespace
         from wmrl_envs.sandbox import Limits, make_executor
-        executor = make_executor("docker", host={dockerd.host!r}, work_root=Path({str(tmp_path)!r}))
+        executor = make_executor("docker", host={private_dockerd.host!r}, work_root=Path({str(tmp_path)!r}))
         task = SimpleNamespace(public_dir=Path({str(task.public_dir)!r}), limits=Limits(wall_s=120))
         executor.run("open('started', 'w').close()\\nimport time\\ntime.sleep(120)", task)
         """
@@ -283,21 +273,21 @@ def test_what_a_killed_launcher_leaves_is_removed_by_the_next_executor(dockerd, 
     name = run_dir.name
     # PID 1 sees its stdin close and ends the run: the container stops, but nobody removed it.
     deadline = time.monotonic() + 30
-    while _docker(dockerd, "ps", "--filter", f"name={name}", "-q") and time.monotonic() < deadline:
+    while _docker(private_dockerd, "ps", "--filter", f"name={name}", "-q") and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _docker(dockerd, "ps", "--filter", f"name={name}", "-q") == ""
-    assert _docker(dockerd, "ps", "--all", "--filter", f"name={name}", "--format", "{{.Names}}").split() == [name]
+    assert _docker(private_dockerd, "ps", "--filter", f"name={name}", "-q") == ""
+    assert _docker(private_dockerd, "ps", "--all", "--filter", f"name={name}", "--format", "{{.Names}}").split() == [name]
     assert str(run_dir / "work") in mount_points()
-    make_executor("docker", host=dockerd.host, work_root=tmp_path)
-    assert _docker(dockerd, "ps", "--all", "--filter", f"name={name}", "-q") == ""
+    make_executor("docker", host=private_dockerd.host, work_root=tmp_path)
+    assert _docker(private_dockerd, "ps", "--all", "--filter", f"name={name}", "-q") == ""
     assert str(run_dir / "work") not in mount_points() and not run_dir.exists()
     assert list(CGROUP_ROOT.glob(f"*/{CGROUP_PARENT}/{name}")) == []
 
 
-def test_the_image_is_imported_once_and_tagged_by_its_content(dockerd, executor):
-    again = make_executor("docker", host=dockerd.host)
+def test_the_image_is_imported_once_and_tagged_by_its_content(private_dockerd, executor):
+    again = make_executor("docker", host=private_dockerd.host)
     assert again.image == executor.image
-    tags = _docker(dockerd, "images", IMAGE_REPOSITORY, "--format", "{{.Tag}}").split()
+    tags = _docker(private_dockerd, "images", IMAGE_REPOSITORY, "--format", "{{.Tag}}").split()
     assert tags == [hashlib.sha256(skeleton_tar()).hexdigest()[:16]]
 
 

@@ -27,7 +27,6 @@ from wmrl_envs.errors import SandboxUnavailableError
 from wmrl_envs.sandbox import ExecutionResult, ExecutionStatus, Limits, cgroups, make_executor
 from wmrl_envs.sandbox.bwrap import BwrapExecutor
 from wmrl_envs.sandbox.docker_executor import DockerExecutor
-from wmrl_envs.sandbox.dockerd import PrivateDockerd
 from wmrl_envs.tasks.spec import Task, TaskSpec
 
 LIMITS = Limits(wall_s=15, cpu_s=15, memory_mb=512, max_processes=64, tmpfs_mb=48, file_mb=32, output_bytes=8192)
@@ -86,16 +85,6 @@ def _digest(folder: Path) -> str:
         if path.is_file():
             h.update(path.read_bytes())
     return h.hexdigest()
-
-
-@pytest.fixture(scope="session")
-def private_dockerd():
-    try:
-        daemon = PrivateDockerd().start()
-    except SandboxUnavailableError as exc:
-        pytest.fail(f"the security suite's docker runs need dockerd: {exc}")
-    yield daemon
-    assert daemon.stop() == [], "the private dockerd changed host networking"
 
 
 @pytest.fixture(scope="session", params=EXECUTORS)
