@@ -210,30 +210,26 @@ def collect_rows(runs: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[
                      "sim_cpu_s": float(ledger.get("cost/simulation_cpu_s", 0.0)),
                      "total_cpu_s": float(ledger.get("cost/total_cpu_s", 0.0)),
                      "sim_steps": int(ledger.get("cost/simulation_count", 0))})
-        start = runs / _init_of(folder, seed) / "eval.json"
-        if policy == "bc" or not start.exists():
+        meta = folder / "finetune.json"
+        if policy == "bc" or not meta.exists():
+            continue
+        finetune = json.loads(meta.read_text())
+        start = runs / Path(finetune["init"]).parent.name / "eval.json"
+        if not start.exists():
             continue
         start_eval = json.loads(start.read_text())
         if sorted(t["task_index"] for t in start_eval["tasks"]) != rows[-1]["tasks"]:
             continue  # the starting policy was evaluated on other tasks: no curve from it
         points = [(0, 0.0, _success(start_eval)[0])]
-        for ev in sorted(folder.glob("eval-step*.json"), key=lambda p: int(p.stem.split("step")[1])):
-            step = int(ev.stem.split("step")[1])
+        snapshots = sorted((int(ev.stem.split("step")[1]), ev) for ev in folder.glob("eval-step*.json"))
+        for step, ev in snapshots:
             step_ledger = json.loads((folder / f"ledger-step{step}.json").read_text())
             points.append((step, float(step_ledger.get("cost/simulation_cpu_s", 0.0)),
                            _success(json.loads(ev.read_text()))[0]))
-        finetune = json.loads((folder / "finetune.json").read_text())
         points.append((int(finetune["steps"]), rows[-1]["sim_cpu_s"], success))
         curves.setdefault(policy, []).append({"seed": seed, "tasks": rows[-1]["tasks"], "curve": [
             {"step": s, "compute_cpu_s": c, "heldout_mean": v, "heldout_se": float("nan")} for s, c, v in points]})
     return rows, curves
-
-
-def _init_of(folder: Path, seed: int) -> str:
-    meta = folder / "finetune.json"
-    if meta.exists():
-        return Path(json.loads(meta.read_text())["init"]).parent.name
-    return f"bc-s{seed}"
 
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
