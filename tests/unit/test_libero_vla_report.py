@@ -1,0 +1,98 @@
+"""The LIBERO benchmark's report: paired gains over BC and the compute-to-reach comparison.
+
+``bench/libero_vla.py`` is a script, not a package module, so it is loaded from its path;
+its report functions are pure (rows and curves in, a summary out).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture(scope="module")
+def report():
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("libero_vla_report", BENCH / "libero_vla.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+TASKS = [0, 2]
+
+
+def _row(policy: str, seed: int, success: float, sim: float = 0.0) -> dict:
+    return {"policy": policy, "seed": seed, "trials": 20, "success": success, "tasks": TASKS,
+            "sim_cpu_s": sim, "total_cpu_s": sim, "sim_steps": 0}
+
+
+def _curve(seed: int, points: list[tuple[int, float, float]]) -> dict:
+    return {"seed": seed, "tasks": TASKS, "curve": [
+        {"step": s, "compute_cpu_s": c, "heldout_mean": v, "heldout_se": float("nan")} for s, c, v in points]}
+
+
+def test_real_counterpart_pairs_variants(report):
+    assert report.real_counterpart("wmrl") == "real"
+    assert report.real_counterpart("wmrl-kl0.5") == "real-kl0.5"
+    assert report.real_counterpart("other") == "real"
+
+
+def test_paired_gain_and_speedup_when_real_improves(report):
+    bc = {0: 0.2, 1: 0.4}
+    rows = [_row("bc", s, v) for s, v in bc.items()]
+    rows += [_row("real-x", 0, 0.4, 400), _row("real-x", 1, 0.6, 400)]
+    rows += [_row("wmrl-x", 0, 0.5, 200), _row("wmrl-x", 1, 0.7, 200)]
+    rows[2]["success"] += 0.02  # real's paired gains 0.2 and 0.22: above their SE
+    curves = {"real-x": [_curve(s, [(0, 0, bc[s]), (4, 200, bc[s] + 0.1), (8, 400, bc[s] + 0.2)]) for s in bc],
+              "wmrl-x": [_curve(s, [(0, 0, bc[s]), (4, 100, bc[s] + 0.2), (8, 200, bc[s] + 0.3)]) for s in bc]}
+    summary = report.summarise(rows, curves)
+    wmrl = summary["policies"]["wmrl-x"]
+    assert wmrl["gain_over_bc"] == pytest.approx(0.3)
+    assert wmrl["gain_over_bc_se"] == pytest.approx(0.0, abs=1e-12)
+    assert [g for g, _ in wmrl["curve_gain_over_bc"]] == pytest.approx([0.0, 0.2, 0.3])
+    comparison = summary["comparisons"]["wmrl-x"]
+    assert comparison["real"] == "real-x" and comparison["real_improves_on_start"]
+    # Real's mean final is 0.5; WMRL's mean curve (0.3, 0.5, 0.6) reaches it at its step 4.
+    assert comparison["target_real_final"] == pytest.approx(0.5)
+    assert comparison["sim_cpu_s_to_real_final"] == pytest.approx(100)
+    assert comparison["real_sim_cpu_s_to_real_final"] == pytest.approx(400)
+    assert comparison["speedup_vs_real"] == pytest.approx(4.0)
+    assert "4.0x" in report.report_markdown(rows, summary)
+
+
+@pytest.mark.parametrize("real_gains", [(-0.1, -0.1), (0.04, -0.02)], ids=["below-start", "within-one-se"])
+def test_no_speedup_unless_real_improves_beyond_its_se(report, real_gains):
+    bc = {0: 0.3, 1: 0.3}
+    rows = [_row("bc", s, v) for s, v in bc.items()]
+    rows += [_row("real", s, bc[s] + g, 400) for s, g in zip(bc, real_gains)]
+    rows += [_row("wmrl", s, bc[s] + 0.1, 200) for s in bc]
+    curves = {"real": [_curve(s, [(0, 0, bc[s]), (8, 400, bc[s] + g)]) for s, g in zip(bc, real_gains)],
+              "wmrl": [_curve(s, [(0, 0, bc[s]), (8, 200, bc[s] + 0.1)]) for s in bc]}
+    summary = report.summarise(rows, curves)
+    assert set(summary["comparisons"]) == {"wmrl"}  # real runs are not compared with themselves
+    comparison = summary["comparisons"]["wmrl"]
+    assert not comparison["real_improves_on_start"]
+    assert comparison["sim_cpu_s_to_real_final"] is None and comparison["speedup_vs_real"] is None
+    assert "no improvement to reach" in report.report_markdown(rows, summary)
+
+
+def test_protocol_evaluations_are_listed(report, tmp_path):
+    folder = tmp_path / "wmrl-s0"
+    folder.mkdir()
+    tasks = [{"task_index": t, "successes": [t % 2 == 0] * 50} for t in range(10)]
+    (folder / "eval-protocol.json").write_text(json.dumps({"tasks": tasks}))
+    (protocol,) = report.collect_protocol(tmp_path)
+    assert protocol["policy"] == "wmrl-s0" and protocol["trials"] == 500
+    assert protocol["success"] == pytest.approx(0.5)
+    assert protocol["by_task"]["0"] == 1.0 and protocol["by_task"]["1"] == 0.0
+    assert "| `wmrl-s0` | 500 | 0.500 |" in report.report_markdown([], {"policies": {}, "comparisons": {}}, [protocol])
