@@ -15,8 +15,9 @@ output exists, so the whole protocol resumes after an interruption.
 * ``eval --policy NAME [--step K]``: greedy success on held-out init states 40-49 of the tasks.
 * ``report``: ``bench/results/libero_vla.json`` (one row per policy and seed) and ``.md``:
   mean ± SE over seeds, the paired gain over BC, learning curves of held-out success against
-  training simulator CPU-seconds, and the simulator compute each method needs to reach real
-  GRPO's final success.
+  training simulator CPU-seconds, and the simulator compute each ``wmrl-<variant>`` needs to
+  reach the final success of ``real-<variant>`` (the same settings), where real GRPO's final
+  paired gain over BC exceeds its SE; ``eval --protocol`` results are listed too.
 
     python bench/libero_vla.py all --seeds 0 1 2          # every stage below, resumable
     python bench/libero_vla.py bc --seed 0
@@ -355,22 +356,24 @@ def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
 
 
 def plot_curves(summary: dict[str, Any], path: Path) -> Path:
-    """Held-out success against training simulator CPU-seconds, mean ± SE over seeds."""
+    """One panel per compared pair (WMRL and real GRPO with the same settings): held-out success
+    against training simulator CPU-seconds, mean ± SE over seeds; each curve starts at its BC policies."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for policy, s in summary["policies"].items():
-        if "curve" in s:
+    pairs = [(policy, c["real"]) for policy, c in summary["comparisons"].items()] or [
+        (policy,) for policy, s in summary["policies"].items() if "curve" in s]
+    fig, axes = plt.subplots(1, len(pairs), figsize=(4.2 * len(pairs), 4), sharey=True, squeeze=False)
+    for ax, pair in zip(axes[0], pairs):
+        for policy in pair:
+            s = summary["policies"][policy]
             draw_curve(ax, s["curve"], f"{policy} ({len(s['seeds'])} seeds)")
-    bc = summary["policies"].get("bc")
-    if bc is not None:
-        ax.axhline(bc["success"], color="grey", linestyle="--", label="bc (mean)")
-    ax.set(title="MiniVLA on LIBERO-Long, held-out init states", xlabel="training simulator CPU-s",
-           ylabel="greedy success")
-    ax.legend(fontsize=8)
+        ax.set(title=" vs ".join(pair), xlabel="training simulator CPU-s")
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("greedy held-out success")
+    fig.suptitle("MiniVLA on LIBERO-Long, held-out init states 40-49")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
