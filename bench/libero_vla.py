@@ -37,7 +37,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 from curves import crossing, draw_curve, mean_curve
@@ -280,9 +280,9 @@ def summarise(rows: list[dict[str, Any]], curves: dict[str, list[dict[str, Any]]
             summary[policy]["curve_gain_over_bc"] = [_mean_se(list(column)) for column in gains.T]
         summary[policy]["curve"] = {k: v.tolist() for k, v in curve.items()}
     comparisons = {}
-    for policy in mean_curves:
+    for policy in (p for p in mean_curves if p.startswith("wmrl")):
         real_name = real_counterpart(policy)
-        if not policy.startswith("wmrl") or real_name not in mean_curves:
+        if real_name not in mean_curves:
             continue
         real = mean_curves[real_name]
         # Compute-to-reach is only a comparison when real GRPO ends above BC by more than one SE
@@ -306,7 +306,7 @@ def _fmt(mean: float, se: float) -> str:
 
 
 def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
-                    protocol: list[dict[str, Any]] = ()) -> str:
+                    protocol: Sequence[dict[str, Any]] = ()) -> str:
     lines = ["### MiniVLA on LIBERO-Long: WMRL vs real GRPO vs behaviour cloning", "",
              ("Greedy actions, held-out init states 40-49 of the trained tasks; mean ± SE over seeds (seed s: "
              "BC with seed s, both fine-tunes of that BC policy with seed s). Gain: paired difference to the "
@@ -421,7 +421,7 @@ def main() -> None:
         p.add_argument("--kl-coef", type=float, default=0.0, help="KL penalty to the BC policy")
         p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of training rollouts")
         p.add_argument("--update-epochs", type=int, default=1,
-                       help="clipped-surrogate passes over each batch (PPO epochs): updates cost <1%% of a step")
+                       help="clipped-surrogate passes over each batch (PPO epochs); one pass is <1%% of a run's CPU")
         p.add_argument("--images", action="store_true", help="also read the camera (obs_mode both; ~30x slower)")
 
     bc = sub.add_parser("bc", parents=[tasks])
