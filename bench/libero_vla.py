@@ -48,6 +48,9 @@ from libero_common import setup_threads, write_result
 #: groups carry signal and a gain is visible; 5 tasks x 10 held-out states = 50 trials.
 DEFAULT_TASKS = (0, 2, 3, 5, 7)
 HELDOUT = tuple(range(40, 50))
+#: File stem of evaluations on sampled placements (``eval --fresh``): scenes drawn from each
+#: task's own placement regions that no LIBERO file, training run or earlier choice has seen.
+FRESH_PREFIX = "eval-fresh"
 METHODS = ("wmrl", "real")
 
 
@@ -160,10 +163,19 @@ def stage_eval(args: argparse.Namespace) -> None:
     from agents.vla.policy import MiniVLAPolicy, VLAEpisodePolicy
     from wmrl_envs.libero.evaluate import evaluate_libero
 
+    from wmrl_envs.libero.tasks import sampled_init_states
+
+    if args.protocol and args.fresh:
+        raise SystemExit("--protocol and --fresh are different evaluations: give one")
     folder = run_dir(args, args.policy)
     suffix = f"-step{args.step}" if args.step is not None else ""
-    tasks, inits = (list(range(10)), list(range(50))) if args.protocol else (list(args.tasks), list(HELDOUT))
-    out = folder / (f"eval-protocol{suffix}.json" if args.protocol else f"eval{suffix}.json")
+    if args.protocol:
+        tasks, inits, out = list(range(10)), list(range(50)), folder / f"eval-protocol{suffix}.json"
+    elif args.fresh:
+        tasks, inits = list(args.tasks), list(sampled_init_states(args.fresh))
+        out = folder / f"{FRESH_PREFIX}{suffix}.json"
+    else:
+        tasks, inits, out = list(args.tasks), list(HELDOUT), folder / f"eval{suffix}.json"
     if out.exists():
         print(f"{out} exists")
         return
@@ -179,12 +191,13 @@ def stage_all(args: argparse.Namespace) -> None:
     """Every stage for every seed, in dependency order; finished outputs are skipped."""
     for seed in args.seeds:
         stage_bc(argparse.Namespace(**{**vars(args), "seed": seed}))
-        stage_eval(argparse.Namespace(**{**vars(args), "policy": f"bc-s{seed}", "step": None, "protocol": False}))
+        stage_eval(argparse.Namespace(**{**vars(args), "policy": f"bc-s{seed}", "step": None, "protocol": False,
+                                           "fresh": 0}))
         for mode in METHODS:
             stage_finetune(argparse.Namespace(**{**vars(args), "seed": seed, "mode": mode, "name": None, "init": None}))
             for step in [*range(args.curve_every, args.steps, args.curve_every), None]:
                 stage_eval(argparse.Namespace(**{**vars(args), "policy": f"{mode}-s{seed}", "step": step,
-                                                 "protocol": False}))
+                                                 "protocol": False, "fresh": 0}))
     stage_report(args)
 
 
@@ -194,41 +207,55 @@ def _success(report: dict[str, Any]) -> tuple[float, int]:
     return float(np.mean(successes)), len(successes)
 
 
-def collect_rows(runs: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """One row per evaluated ``<policy>-s<seed>`` folder, and each fine-tune's learning curve."""
+def _row(policy: str, seed: int, evaluation: dict[str, Any], ledger: dict[str, Any]) -> dict[str, Any]:
+    success, trials = _success(evaluation)
+    return {"policy": policy, "seed": seed, "trials": trials, "success": success,
+            "tasks": sorted(t["task_index"] for t in evaluation["tasks"]),
+            "sim_cpu_s": float(ledger.get("cost/simulation_cpu_s", 0.0)),
+            "total_cpu_s": float(ledger.get("cost/total_cpu_s", 0.0)),
+            "sim_steps": int(ledger.get("cost/simulation_count", 0))}
+
+
+def collect_rows(runs: Path, prefix: str = "eval") -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """One row per evaluated ``<policy>-s<seed>`` folder, and each fine-tune's learning curve.
+
+    ``prefix`` picks the evaluation: ``"eval"`` (init states 40-49) or :data:`FRESH_PREFIX`.
+    An evaluated snapshot of step ``k`` is also a row of its own, policy ``<policy>@<k>``, with
+    the compute spent up to it: a fixed budget of ``k`` updates is a policy one may report.
+    """
     rows, curves = [], {}
     for folder in sorted(p for p in runs.iterdir() if p.is_dir()):
         match = re.fullmatch(r"(.+)-s(\d+)", folder.name)
-        final = folder / "eval.json"
-        if not match or not final.exists():
+        if not match:
             continue
         policy, seed = match.group(1), int(match.group(2))
-        evaluation = json.loads(final.read_text())
-        success, trials = _success(evaluation)
+        final = folder / f"{prefix}.json"
+        snapshots = sorted((int(ev.stem.rsplit("step", 1)[1]), json.loads(ev.read_text()),
+                            json.loads((folder / f"ledger-step{ev.stem.rsplit('step', 1)[1]}.json").read_text()))
+                           for ev in folder.glob(f"{prefix}-step*.json"))
+        for step, evaluation, step_ledger in snapshots:
+            rows.append({**_row(f"{policy}@{step}", seed, evaluation, step_ledger), "snapshot_of": policy,
+                         "step": step})
+        if not final.exists():
+            continue
         ledger = json.loads((folder / "ledger.json").read_text()) if (folder / "ledger.json").exists() else {}
-        rows.append({"policy": policy, "seed": seed, "trials": trials, "success": success,
-                     "tasks": sorted(t["task_index"] for t in evaluation["tasks"]),
-                     "sim_cpu_s": float(ledger.get("cost/simulation_cpu_s", 0.0)),
-                     "total_cpu_s": float(ledger.get("cost/total_cpu_s", 0.0)),
-                     "sim_steps": int(ledger.get("cost/simulation_count", 0))})
+        rows.append(_row(policy, seed, json.loads(final.read_text()), ledger))
+        final_row = rows[-1]
         meta = folder / "finetune.json"
         if policy == "bc" or not meta.exists():
             continue
         finetune = json.loads(meta.read_text())
-        start = runs / Path(finetune["init"]).parent.name / "eval.json"
+        start = runs / Path(finetune["init"]).parent.name / f"{prefix}.json"
         if not start.exists():
             continue
         start_eval = json.loads(start.read_text())
-        if sorted(t["task_index"] for t in start_eval["tasks"]) != rows[-1]["tasks"]:
+        if sorted(t["task_index"] for t in start_eval["tasks"]) != final_row["tasks"]:
             continue  # the starting policy was evaluated on other tasks: no curve from it
         points = [(0, 0.0, _success(start_eval)[0])]
-        snapshots = sorted((int(ev.stem.split("step")[1]), ev) for ev in folder.glob("eval-step*.json"))
-        for step, ev in snapshots:
-            step_ledger = json.loads((folder / f"ledger-step{step}.json").read_text())
-            points.append((step, float(step_ledger.get("cost/simulation_cpu_s", 0.0)),
-                           _success(json.loads(ev.read_text()))[0]))
-        points.append((int(finetune["steps"]), rows[-1]["sim_cpu_s"], success))
-        curves.setdefault(policy, []).append({"seed": seed, "tasks": rows[-1]["tasks"], "curve": [
+        points += [(step, float(step_ledger.get("cost/simulation_cpu_s", 0.0)), _success(evaluation)[0])
+                   for step, evaluation, step_ledger in snapshots]
+        points.append((int(finetune["steps"]), final_row["sim_cpu_s"], final_row["success"]))
+        curves.setdefault(policy, []).append({"seed": seed, "tasks": final_row["tasks"], "curve": [
             {"step": s, "compute_cpu_s": c, "heldout_mean": v, "heldout_se": float("nan")} for s, c, v in points]})
     return rows, curves
 
@@ -282,7 +309,8 @@ def summarise(rows: list[dict[str, Any]], curves: dict[str, list[dict[str, Any]]
     comparisons = {}
     for policy in (p for p in mean_curves if p.startswith("wmrl")):
         real_name = real_counterpart(policy)
-        if real_name not in mean_curves:
+        # Mean curves compare only over the same seeds (the same BC policies under both).
+        if real_name not in mean_curves or summary[real_name]["seeds"] != summary[policy]["seeds"]:
             continue
         real = mean_curves[real_name]
         # Compute-to-reach is only a comparison when real GRPO ends above BC by more than one SE
@@ -305,39 +333,51 @@ def _fmt(mean: float, se: float) -> str:
     return f"{mean:.3f}" if not math.isfinite(se) else f"{mean:.3f} ± {se:.3f}"
 
 
-def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
-                    protocol: Sequence[dict[str, Any]] = ()) -> str:
-    lines = ["### MiniVLA on LIBERO-Long: WMRL vs real GRPO vs behaviour cloning", "",
-             ("Greedy actions, held-out init states 40-49 of the trained tasks; mean ± SE over seeds (seed s: "
-             "BC with seed s, both fine-tunes of that BC policy with seed s). Gain: paired difference to the "
-             "same seed's BC policy. Compute: training simulator CPU-seconds from the ledger."), "",
-             "| policy | tasks | seeds | trials/seed | held-out success | gain over BC | sim CPU-s | total CPU-s |",
+def _summary_table(summary: dict[str, Any], heading: str) -> list[str]:
+    lines = [f"| policy | tasks | seeds | trials/seed | {heading} | gain over BC | sim CPU-s | total CPU-s |",
              "|---|---|---|---:|---:|---:|---:|---:|"]
     for policy, s in summary["policies"].items():
         lines.append(f"| `{policy}` | {' '.join(map(str, s['tasks']))} | {','.join(map(str, s['seeds']))} | "
                      f"{min(s['trials'])} | "
                      f"{_fmt(s['success'], s['success_se'])} | {_fmt(s['gain_over_bc'], s['gain_over_bc_se'])} | "
                      f"{s['sim_cpu_s']:.0f} | {s['total_cpu_s']:.0f} |")
-    lines += ["", "Per seed:", "", "| policy | seed | trials | success | sim CPU-s | total CPU-s |",
-              "|---|---:|---:|---:|---:|---:|"]
+    return lines
+
+
+def _comparison_table(summary: dict[str, Any]) -> list[str]:
+    if not summary["comparisons"]:
+        return []
+    lines = ["", ("Simulator compute to reach real GRPO's final success (mean curves; each WMRL variant against "
+             "real GRPO with the same settings; only where real's final paired gain over BC exceeds its SE):"), "",
+             "| WMRL run | real run | real's final | WMRL sim CPU-s to it | real sim CPU-s to it | speedup |",
+             "|---|---|---:|---:|---:|---:|"]
+    for policy, c in summary["comparisons"].items():
+        if not c["real_improves_on_start"]:
+            lines.append(f"| `{policy}` | `{c['real']}` | {c['target_real_final']:.3f} | real GRPO's final "
+                         "gain over BC is within one SE: no improvement to reach | | |")
+            continue
+        reach, real_reach = c["sim_cpu_s_to_real_final"], c["real_sim_cpu_s_to_real_final"]
+        speed = c["speedup_vs_real"]
+        lines.append(f"| `{policy}` | `{c['real']}` | {c['target_real_final']:.3f} | "
+                     f"{'never' if reach is None else f'{reach:.0f}'} | "
+                     f"{'—' if real_reach is None else f'{real_reach:.0f}'} | "
+                     f"{'—' if speed is None else f'{speed:.1f}x'} |")
+    return lines
+
+
+def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
+                    protocol: Sequence[dict[str, Any]] = (), fresh: dict[str, Any] | None = None) -> str:
+    lines = ["### MiniVLA on LIBERO-Long: WMRL vs real GRPO vs behaviour cloning", "",
+             ("Greedy actions, held-out init states 40-49 of the trained tasks; mean ± SE over seeds (seed s: "
+              "BC with seed s, both fine-tunes of that BC policy with seed s). Gain: paired difference to the "
+              "same seed's BC policy. Compute: training simulator CPU-seconds from the ledger. `<policy>@<k>`: "
+              "the run's snapshot after k updates, with the compute spent up to it."), ""]
+    lines += _summary_table(summary, "held-out success")
+    lines += ["", "Per seed (final policies; every snapshot's row is in the json):", "",
+              "| policy | seed | trials | success | sim CPU-s | total CPU-s |", "|---|---:|---:|---:|---:|---:|"]
     lines += [f"| `{r['policy']}` | {r['seed']} | {r['trials']} | {r['success']:.3f} | {r['sim_cpu_s']:.0f} | "
-              f"{r['total_cpu_s']:.0f} |" for r in rows]
-    if summary["comparisons"]:
-        lines += ["", ("Simulator compute to reach real GRPO's final success (mean curves; each WMRL variant against "
-                  "real GRPO with the same settings; only where real's final paired gain over BC exceeds its SE):"), "",
-                  "| WMRL run | real run | real's final | WMRL sim CPU-s to it | real sim CPU-s to it | speedup |",
-                  "|---|---|---:|---:|---:|---:|"]
-        for policy, c in summary["comparisons"].items():
-            if not c["real_improves_on_start"]:
-                lines.append(f"| `{policy}` | `{c['real']}` | {c['target_real_final']:.3f} | real GRPO's final "
-                             "gain over BC is within one SE: no improvement to reach | | |")
-                continue
-            reach, real_reach = c["sim_cpu_s_to_real_final"], c["real_sim_cpu_s_to_real_final"]
-            speed = c["speedup_vs_real"]
-            lines.append(f"| `{policy}` | `{c['real']}` | {c['target_real_final']:.3f} | "
-                         f"{'never' if reach is None else f'{reach:.0f}'} | "
-                         f"{'—' if real_reach is None else f'{real_reach:.0f}'} | "
-                         f"{'—' if speed is None else f'{speed:.1f}x'} |")
+              f"{r['total_cpu_s']:.0f} |" for r in rows if "snapshot_of" not in r]
+    lines += _comparison_table(summary)
     curves = {p: s["curve"] for p, s in summary["policies"].items() if "curve" in s}
     if curves:
         lines += ["", "Learning curves (mean over seeds: step, sim CPU-s, held-out success, paired gain over BC):", ""]
@@ -346,6 +386,13 @@ def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
             points = ", ".join(f"step {st}: {cp:.0f} s → {sc:.3f} (gain {_fmt(*g)})"
                                for st, cp, sc, g in zip(c["step"], c["compute"], c["score"], gains))
             lines.append(f"- `{policy}`: {points}")
+    if fresh:
+        lines += ["", (f"Sampled placements (init states {fresh['init_states'][0]}-{fresh['init_states'][-1]} of "
+                       "each trained task: scenes drawn from the task's own placement regions, in no LIBERO file "
+                       "and never used to train or to choose anything), greedy, paired with the same seed's BC "
+                       "on the same scenes:"), ""]
+        lines += _summary_table(fresh["summary"], "success")
+        lines += _comparison_table(fresh["summary"])
     if protocol:
         lines += ["", ("Full LIBERO-Long protocol (greedy, 10 tasks x init states 0-49, including tasks and init "
                        "states never trained on):"), "",
@@ -382,16 +429,27 @@ def plot_curves(summary: dict[str, Any], path: Path) -> Path:
 
 def stage_report(args: argparse.Namespace) -> None:
     from trainers.cli import machine_info
+    from wmrl_envs.libero.tasks import sampled_init_states
 
     rows, curves = collect_rows(args.runs)
     if not rows:
         raise SystemExit(f"no evaluated runs under {args.runs}: run the bc, finetune and eval stages first")
     summary = summarise(rows, curves)
     protocol = collect_protocol(args.runs)
+    fresh_rows, fresh_curves = collect_rows(args.runs, FRESH_PREFIX)
+    fresh = None
+    if fresh_rows:
+        trials = {len(t["successes"]) for p in args.runs.glob(f"*/{FRESH_PREFIX}*.json")
+                  for t in json.loads(p.read_text())["tasks"]}
+        if len(trials) != 1:
+            raise SystemExit(f"the sampled-placement evaluations differ in trials per task ({sorted(trials)}): "
+                             "rerun them with one --fresh N")
+        fresh = {"init_states": list(sampled_init_states(trials.pop())), "rows": fresh_rows,
+                 "summary": summarise(fresh_rows, fresh_curves), "curves": fresh_curves}
     payload = {"meta": {**machine_info(), "runs": str(args.runs), "heldout_init_states": list(HELDOUT),
                         "greedy": True},
-               "rows": rows, "summary": summary, "curves": curves, "protocol": protocol}
-    md = write_result("libero_vla", payload, report_markdown(rows, summary, protocol))
+               "rows": rows, "summary": summary, "curves": curves, "protocol": protocol, "fresh": fresh}
+    md = write_result("libero_vla", payload, report_markdown(rows, summary, protocol, fresh))
     print(md.read_text())
     print(f"wrote {md.with_suffix('.json')}, {md} and {plot_curves(summary, md.with_suffix('.png'))}")
 
@@ -443,6 +501,8 @@ def main() -> None:
     ev.add_argument("--policy", default="bc-s0", help="run folder under --runs")
     ev.add_argument("--step", type=int, default=None, help="evaluate the snapshot of this training step")
     ev.add_argument("--protocol", action="store_true", help="the full protocol: 10 tasks x init states 0-49")
+    ev.add_argument("--fresh", type=int, default=0, metavar="N",
+                    help="instead of states 40-49, N sampled placements per task (init states 1000..)")
     sub.add_parser("report")
     al = sub.add_parser("all", parents=[tasks])
     al.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

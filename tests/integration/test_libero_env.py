@@ -87,6 +87,25 @@ def test_same_init_state_gives_bit_identical_observations(env):
     assert not _same(rollout(7)[0], first[0])
 
 
+def test_sampled_init_states_are_fixed_new_scenes(env):
+    from wmrl_envs.libero.tasks import sampled_init_states
+
+    first, second = sampled_init_states(2)
+
+    def start(init_state: int) -> dict:
+        return env.reset(options={"task_id": KITCHEN, "init_state": init_state})[0]
+
+    scene = start(first)
+    start(7)  # an official state in between must leave no trace
+    assert _same(start(first), scene)
+    objects = scene["object_state"][:, 1:4]
+    assert not np.array_equal(start(second)["object_state"][:, 1:4], objects)
+    # Each task's placement regions: a sampled scene lies within the official states' spread.
+    official = np.stack([start(k)["object_state"][:, 1:4] for k in range(40, 50)])
+    assert np.all(np.abs(objects - official.mean(0)) < 0.2)
+    assert not any(np.allclose(objects, o, atol=1e-4) for o in official)
+
+
 def test_pickled_env_resets_to_the_same_observation(env):
     obs, info = env.reset(seed=5, options={"task_id": KITCHEN, "init_state": 11})
     clone = pickle.loads(pickle.dumps(env))
@@ -102,8 +121,9 @@ def test_options_accept_names_and_reject_nonsense(env):
     assert info["task_index"] == KITCHEN and info["task_id"] == TASK_NAMES[KITCHEN]
     with pytest.raises(ConfigError):
         env.reset(options={"task_id": 10})
-    with pytest.raises(ConfigError):
-        env.reset(options={"task_id": KITCHEN, "init_state": 50})
+    for init_state in (50, 999, -1, 2.0, True):
+        with pytest.raises(ConfigError):
+            env.reset(options={"task_id": KITCHEN, "init_state": init_state})
     with pytest.raises(ConfigError):
         env.reset(options={"task_id": KITCHEN, "stream": "oracle"})
     with pytest.raises(ConfigError):

@@ -230,6 +230,19 @@ def test_trainer_config_matches_policies_to_envs():
         WMRLConfig.from_flat(policy="lm")
 
 
+def test_init_states_official_or_sampled():
+    from wmrl_envs.libero.tasks import SAMPLED_INIT_STATES_START, check_init_state, sampled_init_states
+
+    assert check_init_state(0) == 0 and check_init_state(np.int64(49)) == 49
+    assert list(sampled_init_states(2)) == [SAMPLED_INIT_STATES_START, SAMPLED_INIT_STATES_START + 1]
+    assert check_init_state(SAMPLED_INIT_STATES_START + 5) == SAMPLED_INIT_STATES_START + 5
+    for bad in (50, SAMPLED_INIT_STATES_START - 1, -1, 2**31, 3.0, "3", True):
+        with pytest.raises(ConfigError, match="init_state"):
+            check_init_state(bad)
+    with pytest.raises(ConfigError):
+        sampled_init_states(-1)
+
+
 def test_libero_comparison_table():
     from wmrl_envs.libero.evaluate import comparison_markdown
 

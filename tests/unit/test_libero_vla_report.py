@@ -84,6 +84,9 @@ def test_no_speedup_unless_real_improves_beyond_its_se(report, real_gains):
     assert not comparison["real_improves_on_start"]
     assert comparison["sim_cpu_s_to_real_final"] is None and comparison["speedup_vs_real"] is None
     assert "no improvement to reach" in report.report_markdown(rows, summary)
+    # Curves over other seeds (other BC policies) are not compared.
+    summary = report.summarise(rows[:-1], {**curves, "wmrl": curves["wmrl"][:1]})
+    assert summary["comparisons"] == {}
 
 
 def test_protocol_evaluations_are_listed(report, tmp_path):
@@ -96,3 +99,37 @@ def test_protocol_evaluations_are_listed(report, tmp_path):
     assert protocol["success"] == pytest.approx(0.5)
     assert protocol["by_task"]["0"] == 1.0 and protocol["by_task"]["1"] == 0.0
     assert "| `wmrl-s0` | 500 | 0.500 |" in report.report_markdown([], {"policies": {}, "comparisons": {}}, [protocol])
+
+
+def _write_eval(path: Path, successes: list[bool]) -> None:
+    path.write_text(json.dumps({"tasks": [{"task_index": 0, "successes": successes}]}))
+
+
+def test_snapshots_are_rows_and_fresh_evaluations_are_read_apart(report, tmp_path):
+    bc, run = tmp_path / "bc-s0", tmp_path / "wmrl-s0"
+    bc.mkdir(), run.mkdir()
+    _write_eval(bc / "eval.json", [True, False, False, False])
+    _write_eval(bc / f"{report.FRESH_PREFIX}.json", [False, False])
+    (run / "finetune.json").write_text(json.dumps({"init": str(bc / "policy.pt"), "steps": 4}))
+    (run / "ledger.json").write_text(json.dumps({"cost/simulation_cpu_s": 200.0}))
+    (run / "ledger-step2.json").write_text(json.dumps({"cost/simulation_cpu_s": 90.0}))
+    _write_eval(run / "eval.json", [True, True, False, False])
+    _write_eval(run / "eval-step2.json", [True, True, True, False])
+    # On the sampled placements only the step-2 snapshot was evaluated: a row, but no curve.
+    _write_eval(run / f"{report.FRESH_PREFIX}-step2.json", [True, False])
+
+    rows, curves = report.collect_rows(tmp_path)
+    by_policy = {r["policy"]: r for r in rows}
+    assert set(by_policy) == {"bc", "wmrl", "wmrl@2"}
+    assert by_policy["wmrl@2"]["success"] == 0.75 and by_policy["wmrl@2"]["sim_cpu_s"] == 90.0
+    assert by_policy["wmrl@2"]["snapshot_of"] == "wmrl" and by_policy["wmrl@2"]["step"] == 2
+    assert [(p["step"], p["compute_cpu_s"], p["heldout_mean"]) for p in curves["wmrl"][0]["curve"]] == [
+        (0, 0.0, 0.25), (2, 90.0, 0.75), (4, 200.0, 0.5)]
+    summary = report.summarise(rows, curves)
+    assert summary["policies"]["wmrl@2"]["gain_over_bc"] == pytest.approx(0.5)
+    assert "`wmrl@2`" in report.report_markdown(rows, summary).split("Per seed")[0]
+
+    fresh_rows, fresh_curves = report.collect_rows(tmp_path, report.FRESH_PREFIX)
+    assert {r["policy"]: r["success"] for r in fresh_rows} == {"bc": 0.0, "wmrl@2": 0.5}
+    assert fresh_curves == {}
+    assert report.summarise(fresh_rows, fresh_curves)["policies"]["wmrl@2"]["gain_over_bc"] == pytest.approx(0.5)

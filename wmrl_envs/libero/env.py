@@ -1,6 +1,7 @@
 """``wmrl/LIBERO-Long-v0``: the ten long-horizon LIBERO manipulation tasks as one Gymnasium env.
 
-An episode is one task from one of its 50 init states::
+An episode is one task from one of its 50 init states (or, for held-out evaluation beyond
+those, a sampled placement ``init_state >= 1000``: see :func:`.tasks.check_init_state`)::
 
     env = gym.make("wmrl/LIBERO-Long-v0", reward="fused", obs_mode="state")
     obs, info = env.reset(seed=0, options={"task_id": 2, "init_state": 7, "group_id": 41})
@@ -65,6 +66,7 @@ from wmrl_envs.libero.tasks import (
     N_INIT_STATES,
     N_TASKS,
     TASK_NAMES,
+    check_init_state,
     task_index,
 )
 from wmrl_envs.libero.trajectory import Trajectory
@@ -193,9 +195,8 @@ class LiberoLongEnv(gym.Env):
         task = options.get("task_id")
         task = cfg.task_ids[int(self.np_random.integers(len(cfg.task_ids)))] if task is None else task_index(task)
         init_state = options.get("init_state")
-        init_state = int(self.np_random.integers(N_INIT_STATES)) if init_state is None else int(init_state)
-        if not 0 <= init_state < N_INIT_STATES:
-            raise ConfigError(f"init_state must be in [0, {N_INIT_STATES}), got {init_state}")
+        init_state = (int(self.np_random.integers(N_INIT_STATES)) if init_state is None
+                      else check_init_state(init_state))
         group_id = options.get("group_id")
         if group_id is None:  # every episode belongs to a group, so fused rewards still mix streams
             group_id = int(self.np_random.integers(2**62))

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.libero.env import LiberoLongEnv
-from wmrl_envs.libero.tasks import INSTRUCTIONS, N_INIT_STATES, N_TASKS, TASK_NAMES
+from wmrl_envs.libero.tasks import INSTRUCTIONS, N_INIT_STATES, N_TASKS, TASK_NAMES, check_init_state
 from wmrl_envs.libero.trajectory import Trajectory
 
 
@@ -86,16 +86,17 @@ def evaluate_libero(policy: EpisodePolicy, trials: int = N_INIT_STATES, tasks: I
         policy: Has ``reset(env, task_index, init_state)`` and ``act(observation)``.
         trials: Episodes per task (the paper: 50, init states 0-49).
         tasks: Task indices to evaluate.
-        init_states: Init state of each trial (default ``0..trials-1``).
+        init_states: Init state of each trial (default ``0..trials-1``); sampled placements
+            (``tasks.sampled_init_states``) extend held-out evaluation past LIBERO's 50.
         obs_mode: Observation mode of the env the policy sees.
         name: Label of the policy in the report.
         keep_trajectories: Keep every episode's record in ``report.trajectories``.
         progress: Show a progress bar.
         env: An env to reuse (its ``obs_mode`` wins); default a new one, closed at the end.
     """
-    init_states = list(range(trials)) if init_states is None else [int(k) for k in init_states]
-    if len(init_states) != trials or not all(0 <= k < N_INIT_STATES for k in init_states):
-        raise ConfigError(f"need {trials} init states in [0, {N_INIT_STATES}), got {init_states}")
+    init_states = list(range(trials)) if init_states is None else [check_init_state(k) for k in init_states]
+    if len(init_states) != trials:
+        raise ConfigError(f"need {trials} init states, got {len(init_states)}")
     tasks = [int(t) for t in tasks]
     own_env = env is None
     env = env or LiberoLongEnv(reward="real", obs_mode=obs_mode)

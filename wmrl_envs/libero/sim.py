@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wmrl_envs.libero.tasks import bddl_path, init_states, task_index
+from wmrl_envs.libero.tasks import SAMPLED_INIT_STATES_START, bddl_path, init_states, task_index
 
 #: Slots in ``object_state``; libero_10's busiest scene holds 8 objects and fixtures.
 MAX_OBJECTS = 8
@@ -117,15 +117,23 @@ class LiberoSim:
 
     # ------------------------------------------------------------------ dynamics
     def reset_to(self, init_state: int | np.ndarray) -> None:
-        """Load init state ``k`` (or a flattened MuJoCo state) deterministically."""
-        if np.ndim(init_state) == 0:
+        """Load init state ``k`` (or a flattened MuJoCo state) deterministically.
+
+        ``k`` in 0-49 is LIBERO's file; ``k >= SAMPLED_INIT_STATES_START`` is the placement
+        robosuite's soft reset samples from the BDDL regions under a seed fixed by (task, k).
+        """
+        sampled = np.ndim(init_state) == 0 and int(init_state) >= SAMPLED_INIT_STATES_START
+        if sampled:
+            state, placement_seed = None, zlib.crc32(f"sampled/{self.task_index}/{int(init_state)}".encode())
+        elif np.ndim(init_state) == 0:
             state = self.init_states[int(init_state)]
             placement_seed = self.task_index * 1000 + int(init_state)
         else:
             state = np.asarray(init_state, dtype=np.float64)
             placement_seed = zlib.crc32(state.tobytes())
         # robosuite's soft reset samples placements from the global NumPy RNG: seed it for
-        # the fixtures' sake, and give the caller's global RNG back untouched.
+        # the fixtures' sake (and a sampled state's objects), and give the caller's global RNG
+        # back untouched.
         rng_state = np.random.get_state()
         np.random.seed(placement_seed)
         self.env.reset()
@@ -133,7 +141,8 @@ class LiberoSim:
         for robot in self.env.robots:
             robot.gripper.current_action = np.zeros(robot.gripper.dof)
         self.env.sim.data.qacc_warmstart[:] = 0
-        self._obs = self.wrapper.set_init_state(state)
+        # A sampled scene is loaded back like a file's, so both kinds start through one path.
+        self._obs = self.wrapper.set_init_state(self.get_state() if sampled else state)
         self.env.sim.data.qacc_warmstart[:] = 0
 
     def step(self, action: np.ndarray) -> bool:

@@ -37,6 +37,11 @@ ENV_ID = "wmrl/LIBERO-Long-v0"
 #: Init states training draws from; the rest (40-49) are held out for evaluation.
 TRAIN_INIT_STATES = range(40)
 HELDOUT_INIT_STATES = range(40, N_INIT_STATES)
+#: Init states from this index on are not LIBERO's files: state ``k`` is the placement the
+#: task's own BDDL samplers draw after a reset seeded with ``(task, k)``. They extend held-out
+#: evaluation past the 10 held-out official states; no training default draws from them.
+SAMPLED_INIT_STATES_START = 1000
+MAX_INIT_STATE = 2**31 - 1
 
 #: Characters an instruction may hold (the ``instruction`` observation's charset).
 INSTRUCTION_CHARSET = frozenset(string.ascii_lowercase + string.digits + " ")
@@ -76,6 +81,24 @@ def bddl_path(task: int | str) -> Path:
     from libero.libero import get_libero_path
 
     return Path(get_libero_path("bddl_files")) / SUITE / f"{TASK_NAMES[task_index(task)]}.bddl"
+
+
+def check_init_state(init_state: int | np.integer) -> int:
+    """``init_state`` as an int if it names an official state (0-49) or a sampled one."""
+    if isinstance(init_state, (bool, np.bool_)) or not isinstance(init_state, (int, np.integer)):
+        raise ConfigError(f"init_state must be an int, got {type(init_state).__name__}")
+    k = int(init_state)
+    if not (0 <= k < N_INIT_STATES or SAMPLED_INIT_STATES_START <= k <= MAX_INIT_STATE):
+        raise ConfigError(f"init_state must be in [0, {N_INIT_STATES}) (LIBERO's) or in "
+                          f"[{SAMPLED_INIT_STATES_START}, {MAX_INIT_STATE}] (sampled placements), got {k}")
+    return k
+
+
+def sampled_init_states(count: int) -> range:
+    """The first ``count`` sampled init states: placements no LIBERO file or training run holds."""
+    if count < 0:
+        raise ConfigError(f"count must be >= 0, got {count}")
+    return range(SAMPLED_INIT_STATES_START, SAMPLED_INIT_STATES_START + count)
 
 
 def init_states(task: int | str) -> np.ndarray:
