@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--trials", type=int, default=50,
                     help="LIBERO-Long: episodes per task, one per init state (default: %(default)s, the protocol)")
     ev.add_argument("--init-start", type=int, default=0,
-                    help="LIBERO-Long: init state of the first trial (default: %(default)s; 40 = held-out inits)")
+                    help="LIBERO-Long: init state of the first trial (default: %(default)s; 40 = held-out inits; "
+                         "1000 and up = sampled placements, in no LIBERO file)")
     ev.add_argument("--obs-mode", default="state", choices=("state", "pixels", "both"),
                     help="LIBERO-Long: observations the policy sees (default: %(default)s)")
     ev.add_argument("--tasks", nargs="*", help="restrict to these task ids (LIBERO: indices or names)")

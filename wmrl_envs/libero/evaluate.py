@@ -94,7 +94,11 @@ def evaluate_libero(policy: EpisodePolicy, trials: int = N_INIT_STATES, tasks: I
         progress: Show a progress bar.
         env: An env to reuse (its ``obs_mode`` wins); default a new one, closed at the end.
     """
-    init_states = list(range(trials)) if init_states is None else [check_init_state(k) for k in init_states]
+    try:
+        init_states = [check_init_state(k) for k in (range(trials) if init_states is None else init_states)]
+    except ConfigError as error:
+        raise ConfigError(f"bad init states for {trials} trials ({error}): LIBERO has {N_INIT_STATES} per task; "
+                          "tasks.sampled_init_states(n) gives more") from None
     if len(init_states) != trials:
         raise ConfigError(f"need {trials} init states, got {len(init_states)}")
     tasks = [int(t) for t in tasks]
