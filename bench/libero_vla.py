@@ -12,12 +12,15 @@ output exists, so the whole protocol resumes after an interruption.
 * ``finetune --mode wmrl|real``: the shared :class:`~trainers.wmrl.WMRLTrainer` with
   :class:`~trainers.families.libero.LiberoAdapter`, the same number of updates in both modes;
   a policy snapshot and the ledger are kept every ``--curve-every`` steps for learning curves.
-* ``eval --policy NAME [--step K]``: greedy success on held-out init states 40-49 of the tasks.
+* ``eval --policy NAME [--step K] [--fresh N]``: greedy success on held-out init states 40-49 of
+  the tasks, or with ``--fresh N`` on N sampled placements per task (init states 1000..), scenes
+  in no LIBERO file, for more held-out episodes than the 10 official states allow.
 * ``report``: ``bench/results/libero_vla.json`` (one row per policy and seed) and ``.md``:
   mean ± SE over seeds, the paired gain over BC, learning curves of held-out success against
   training simulator CPU-seconds, and the simulator compute each ``wmrl-<variant>`` needs to
   reach the final success of ``real-<variant>`` (the same settings), where real GRPO's final
-  paired gain over BC exceeds its SE; ``eval --protocol`` results are listed too.
+  paired gain over BC exceeds its SE; ``eval --protocol`` and ``eval --fresh`` results are
+  reported too. ``report --seeds 6 7 8`` prints the view of some seeds and writes nothing.
 
     python bench/libero_vla.py all --seeds 0 1 2          # every stage below, resumable
     python bench/libero_vla.py bc --seed 0
@@ -198,7 +201,7 @@ def stage_all(args: argparse.Namespace) -> None:
             for step in [*range(args.curve_every, args.steps, args.curve_every), None]:
                 stage_eval(argparse.Namespace(**{**vars(args), "policy": f"{mode}-s{seed}", "step": step,
                                                  "protocol": False, "fresh": 0}))
-    stage_report(args)
+    stage_report(argparse.Namespace(**{**vars(args), "seeds": None}))  # every seed's results, written
 
 
 # ------------------------------------------------------------------ report
@@ -427,16 +430,25 @@ def plot_curves(summary: dict[str, Any], path: Path) -> Path:
     return path
 
 
+def _of_seeds(rows: list[dict[str, Any]], curves: dict[str, list[dict[str, Any]]], seeds: Sequence[int] | None):
+    if seeds is None:
+        return rows, curves
+    keep = set(seeds)
+    curves = {p: [c for c in cs if c["seed"] in keep] for p, cs in curves.items()}
+    return [r for r in rows if r["seed"] in keep], {p: cs for p, cs in curves.items() if cs}
+
+
 def stage_report(args: argparse.Namespace) -> None:
+    """Write the results files from every run; with ``--seeds``, only print the view of those seeds."""
     from trainers.cli import machine_info
     from wmrl_envs.libero.tasks import sampled_init_states
 
-    rows, curves = collect_rows(args.runs)
+    rows, curves = _of_seeds(*collect_rows(args.runs), args.seeds)
     if not rows:
         raise SystemExit(f"no evaluated runs under {args.runs}: run the bc, finetune and eval stages first")
     summary = summarise(rows, curves)
-    protocol = collect_protocol(args.runs)
-    fresh_rows, fresh_curves = collect_rows(args.runs, FRESH_PREFIX)
+    protocol = collect_protocol(args.runs) if args.seeds is None else []
+    fresh_rows, fresh_curves = _of_seeds(*collect_rows(args.runs, FRESH_PREFIX), args.seeds)
     fresh = None
     if fresh_rows:
         trials = {len(t["successes"]) for p in args.runs.glob(f"*/{FRESH_PREFIX}*.json")
@@ -446,10 +458,14 @@ def stage_report(args: argparse.Namespace) -> None:
                              "rerun them with one --fresh N")
         fresh = {"init_states": list(sampled_init_states(trials.pop())), "rows": fresh_rows,
                  "summary": summarise(fresh_rows, fresh_curves), "curves": fresh_curves}
+    markdown = report_markdown(rows, summary, protocol, fresh)
+    if args.seeds is not None:
+        print(f"seeds {' '.join(map(str, args.seeds))} only (nothing written)\n\n{markdown}")
+        return
     payload = {"meta": {**machine_info(), "runs": str(args.runs), "heldout_init_states": list(HELDOUT),
                         "greedy": True},
                "rows": rows, "summary": summary, "curves": curves, "protocol": protocol, "fresh": fresh}
-    md = write_result("libero_vla", payload, report_markdown(rows, summary, protocol, fresh))
+    md = write_result("libero_vla", payload, markdown)
     print(md.read_text())
     print(f"wrote {md.with_suffix('.json')}, {md} and {plot_curves(summary, md.with_suffix('.png'))}")
 
@@ -503,7 +519,9 @@ def main() -> None:
     ev.add_argument("--protocol", action="store_true", help="the full protocol: 10 tasks x init states 0-49")
     ev.add_argument("--fresh", type=int, default=0, metavar="N",
                     help="instead of states 40-49, N sampled placements per task (init states 1000..)")
-    sub.add_parser("report")
+    rp = sub.add_parser("report")
+    rp.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="print the view of these seeds only, writing nothing (default: write every seed's results)")
     al = sub.add_parser("all", parents=[tasks])
     al.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     add_bc(al)

@@ -133,3 +133,11 @@ def test_snapshots_are_rows_and_fresh_evaluations_are_read_apart(report, tmp_pat
     assert {r["policy"]: r["success"] for r in fresh_rows} == {"bc": 0.0, "wmrl@2": 0.5}
     assert fresh_curves == {}
     assert report.summarise(fresh_rows, fresh_curves)["policies"]["wmrl@2"]["gain_over_bc"] == pytest.approx(0.5)
+
+
+def test_a_view_of_some_seeds_keeps_only_their_rows_and_curves(report):
+    rows = [_row("bc", 0, 0.2), _row("bc", 1, 0.3), _row("wmrl", 1, 0.4)]
+    curves = {"wmrl": [_curve(1, [(0, 0, 0.3), (4, 100, 0.4)])]}
+    kept_rows, kept_curves = report._of_seeds(rows, curves, [0])
+    assert [(r["policy"], r["seed"]) for r in kept_rows] == [("bc", 0)] and kept_curves == {}
+    assert report._of_seeds(rows, curves, None) == (rows, curves)
