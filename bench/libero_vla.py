@@ -165,7 +165,6 @@ def stage_finetune(args: argparse.Namespace) -> None:
 def stage_eval(args: argparse.Namespace) -> None:
     from agents.vla.policy import MiniVLAPolicy, VLAEpisodePolicy
     from wmrl_envs.libero.evaluate import evaluate_libero
-
     from wmrl_envs.libero.tasks import sampled_init_states
 
     if args.protocol and args.fresh:
@@ -233,9 +232,9 @@ def collect_rows(runs: Path, prefix: str = "eval") -> tuple[list[dict[str, Any]]
             continue
         policy, seed = match.group(1), int(match.group(2))
         final = folder / f"{prefix}.json"
-        snapshots = sorted((int(ev.stem.rsplit("step", 1)[1]), json.loads(ev.read_text()),
-                            json.loads((folder / f"ledger-step{ev.stem.rsplit('step', 1)[1]}.json").read_text()))
-                           for ev in folder.glob(f"{prefix}-step*.json"))
+        steps = sorted(int(ev.stem.rsplit("step", 1)[1]) for ev in folder.glob(f"{prefix}-step*.json"))
+        snapshots = [(step, json.loads((folder / f"{prefix}-step{step}.json").read_text()),
+                      json.loads((folder / f"ledger-step{step}.json").read_text())) for step in steps]
         for step, evaluation, step_ledger in snapshots:
             rows.append({**_row(f"{policy}@{step}", seed, evaluation, step_ledger), "snapshot_of": policy,
                          "step": step})
@@ -451,8 +450,7 @@ def stage_report(args: argparse.Namespace) -> None:
     fresh_rows, fresh_curves = _of_seeds(*collect_rows(args.runs, FRESH_PREFIX), args.seeds)
     fresh = None
     if fresh_rows:
-        trials = {len(t["successes"]) for p in args.runs.glob(f"*/{FRESH_PREFIX}*.json")
-                  for t in json.loads(p.read_text())["tasks"]}
+        trials = {r["trials"] // len(r["tasks"]) for r in fresh_rows}
         if len(trials) != 1:
             raise SystemExit(f"the sampled-placement evaluations differ in trials per task ({sorted(trials)}): "
                              "rerun them with one --fresh N")
