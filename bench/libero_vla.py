@@ -15,18 +15,24 @@ output exists, so the whole protocol resumes after an interruption.
 * ``eval --policy NAME [--step K] [--fresh N]``: greedy success on held-out init states 40-49 of
   the tasks, or with ``--fresh N`` on N sampled placements per task (init states 1000..), scenes
   in no LIBERO file, for more held-out episodes than the 10 official states allow.
+* ``drift --policy NAME [--step K]``: how far a fine-tune moved its BC start's greedy actions,
+  on demonstration states: the share of action tokens and of steps whose greedy bin changed,
+  and KL(BC || fine-tune).
 * ``report``: ``bench/results/libero_vla.json`` (one row per policy and seed) and ``.md``:
   mean ± SE over seeds, the paired gain over BC, learning curves of held-out success against
   training simulator CPU-seconds, and the simulator compute each ``wmrl-<variant>`` needs to
   reach the final success of ``real-<variant>`` (the same settings), where real GRPO's final
   paired gain over BC exceeds its SE; ``eval --protocol`` and ``eval --fresh`` results are
-  reported too. ``report --seeds 6 7 8`` prints the view of some seeds and writes nothing.
+  reported too, both held-out sets pooled where a policy has both, and the per-update success
+  of the executed training episodes (what RL optimises, sampled, on training states).
+  ``report --seeds 6 7 8`` prints the view of some seeds and writes nothing.
 
     python bench/libero_vla.py all --seeds 0 1 2          # every stage below, resumable
     python bench/libero_vla.py bc --seed 0
     python bench/libero_vla.py probe --policy bc-s0 --temperature 1.0
     python bench/libero_vla.py finetune --mode wmrl --seed 0
     python bench/libero_vla.py eval --policy wmrl-s0 --step 4
+    python bench/libero_vla.py drift --policy wmrl-s0
     python bench/libero_vla.py report
 
 The full protocol (10 tasks x 50 init states) for one policy:
@@ -40,11 +46,14 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from curves import crossing, draw_curve, mean_curve
 from libero_common import setup_threads, write_result
+
+if TYPE_CHECKING:
+    import torch
 
 #: Tasks trained and evaluated. Chosen because the BC policy succeeds on some of their
 #: held-out init states and fails on others (bench/results/libero_vla.md, BC column), so
@@ -203,6 +212,54 @@ def stage_all(args: argparse.Namespace) -> None:
     stage_report(argparse.Namespace(**{**vars(args), "seeds": None}))  # every seed's results, written
 
 
+def greedy_drift(start: torch.Tensor, moved: torch.Tensor) -> dict[str, float]:
+    """How far a fine-tune moved from its start, from both policies' log-probs ``[N, 7, bins]``
+    on the same states: the share of action tokens whose greedy bin changed, the share of steps
+    with any changed token, the mean shift (in bins) of a changed token, and KL(start || moved)."""
+    a, b = start.argmax(-1), moved.argmax(-1)
+    changed = a != b
+    return {"token_flip_rate": changed.float().mean().item(),
+            "step_flip_rate": changed.any(-1).float().mean().item(),
+            "bin_shift_when_flipped": ((a - b).abs().float().sum() / changed.sum().clamp_min(1)).item(),
+            "kl_start_to_policy": (start.exp() * (start - moved)).sum(-1).mean().item()}
+
+
+def stage_drift(args: argparse.Namespace) -> None:
+    """Greedy drift of a fine-tune (or of one snapshot) from its starting policy, on states of
+    the demonstrations: what the RL updates did to the actions the evaluation takes."""
+    import torch
+
+    from agents.vla.bc import demonstration_steps
+    from agents.vla.policy import MiniVLAPolicy
+    from wmrl_envs.libero.embeddings import instruction_embeddings
+    from wmrl_envs.libero.tasks import INSTRUCTIONS
+    from wmrl_envs.libero.trajectory import load_trajectories
+
+    folder = run_dir(args, args.policy)
+    suffix = f"-step{args.step}" if args.step is not None else ""
+    out = folder / f"drift{suffix}.json"
+    if out.exists():
+        print(out.read_text())
+        return
+    if not (folder / "finetune.json").exists():
+        raise SystemExit(f"{folder} is not a fine-tune's run folder (no finetune.json): drift compares one with its start")
+    finetune = json.loads((folder / "finetune.json").read_text())
+    start, moved = MiniVLAPolicy.load(Path(finetune["init"])), MiniVLAPolicy.load(folder / f"policy{suffix}.pt")
+    if moved.config.use_images:
+        raise SystemExit("drift reads demonstration states, and the demonstrations hold no camera frames")
+    demos = [t for p in args.demos for t in load_trajectories(p) if t.success and t.task_index in finetune["tasks"]]
+    if not demos:
+        raise SystemExit(f"no successful demonstrations of tasks {finetune['tasks']} in {args.demos}")
+    tasks, states, _ = demonstration_steps(demos)
+    pick = np.random.default_rng(0).choice(len(states), min(args.states, len(states)), replace=False)
+    embeddings = torch.as_tensor(instruction_embeddings([INSTRUCTIONS[t] for t in tasks[pick]]))
+    with torch.no_grad():
+        logps = [torch.log_softmax(p(embeddings, torch.as_tensor(states[pick])), -1) for p in (start, moved)]
+    payload = {"policy": args.policy, "step": args.step, "states": int(len(pick)), **greedy_drift(*logps)}
+    out.write_text(json.dumps(payload, indent=2))
+    print(json.dumps(payload, indent=2))
+
+
 # ------------------------------------------------------------------ report
 def _success(report: dict[str, Any]) -> tuple[float, int]:
     successes = [s for t in report["tasks"] for s in t["successes"]]
@@ -262,6 +319,44 @@ def collect_rows(runs: Path, prefix: str = "eval") -> tuple[list[dict[str, Any]]
     return rows, curves
 
 
+def pool_rows(rows: list[dict[str, Any]], fresh_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each (policy, seed) evaluated on both held-out sets, as one row over all their episodes."""
+    fresh = {(r["policy"], r["seed"]): r for r in fresh_rows}
+    pooled = []
+    for row in rows:
+        other = fresh.get((row["policy"], row["seed"]))
+        if other is None or other["tasks"] != row["tasks"]:
+            continue
+        trials = row["trials"] + other["trials"]
+        pooled.append({**row, "trials": trials,
+                       "success": (row["success"] * row["trials"] + other["success"] * other["trials"]) / trials})
+    return pooled
+
+
+#: Per-update success of the simulator-graded training episodes (sampled at the training
+#: temperature, on training init states): every episode under real GRPO, the anchors under WMRL.
+EXECUTED_SUCCESS = ("reward/real/mean", "reward/anchor/mean")
+
+
+def collect_training_success(runs: Path) -> dict[str, dict[int, list[float]]]:
+    """For each fine-tune and seed, the executed training episodes' success at every update:
+    what RL optimises, where the held-out evaluation is greedy."""
+    import csv
+
+    found: dict[str, dict[int, list[float]]] = {}
+    for path in sorted(runs.glob("*-s*/metrics.csv")):
+        match = re.fullmatch(r"(.+)-s(\d+)", path.parent.name)
+        if not match or not (path.parent / "finetune.json").exists():
+            continue
+        with path.open() as f:
+            rows = list(csv.DictReader(f))
+        key = next((k for k in EXECUTED_SUCCESS if any(r.get(k) for r in rows)), None)
+        if key is not None:
+            found.setdefault(match.group(1), {})[int(match.group(2))] = [
+                float(r[key]) if r.get(key) else float("nan") for r in rows]
+    return found
+
+
 def collect_protocol(runs: Path) -> list[dict[str, Any]]:
     """Every full-protocol evaluation (10 tasks x init states 0-49), with its per-task success."""
     results = []
@@ -272,6 +367,18 @@ def collect_protocol(runs: Path) -> list[dict[str, Any]]:
                         "success": success,
                         "by_task": {str(t["task_index"]): float(np.mean(t["successes"])) for t in report["tasks"]}})
     return results
+
+
+def collect_drift(runs: Path) -> dict[str, dict[int, dict[str, float]]]:
+    """Every ``drift`` result, by policy (``<policy>@<k>`` for a snapshot) and seed."""
+    found: dict[str, dict[int, dict[str, float]]] = {}
+    for path in sorted(runs.glob("*-s*/drift*.json")):
+        match = re.fullmatch(r"(.+)-s(\d+)", path.parent.name)
+        if match:
+            step = path.stem[len("drift-step"):] if path.stem.startswith("drift-step") else ""
+            found.setdefault(match.group(1) + (f"@{step}" if step else ""), {})[int(match.group(2))] = \
+                json.loads(path.read_text())
+    return found
 
 
 def _mean_se(values: list[float]) -> tuple[float, float]:
@@ -367,8 +474,23 @@ def _comparison_table(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _training_lines(training: dict[str, dict[int, list[float]]]) -> list[str]:
+    lines = ["", ("Success of the executed training episodes at each update (sampled at the training temperature, "
+                  "training init states; all 16 or 64 episodes of an update under real GRPO, only the anchors "
+                  "under WMRL), mean ± SE over seeds:"), ""]
+    for policy, by_seed in training.items():
+        updates = min(len(v) for v in by_seed.values())
+        columns = [[v[u] for v in by_seed.values() if math.isfinite(v[u])] for u in range(updates)]
+        points = ", ".join(f"{u + 1}: {_fmt(*_mean_se(c))}" for u, c in enumerate(columns) if c)
+        lines.append(f"- `{policy}` (seeds {','.join(map(str, sorted(by_seed)))}): {points}")
+    return lines
+
+
 def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
-                    protocol: Sequence[dict[str, Any]] = (), fresh: dict[str, Any] | None = None) -> str:
+                    protocol: Sequence[dict[str, Any]] = (), fresh: dict[str, Any] | None = None,
+                    pooled: dict[str, Any] | None = None,
+                    training: dict[str, dict[int, list[float]]] | None = None,
+                    drift: dict[str, dict[int, dict[str, float]]] | None = None) -> str:
     lines = ["### MiniVLA on LIBERO-Long: WMRL vs real GRPO vs behaviour cloning", "",
              ("Greedy actions, held-out init states 40-49 of the trained tasks; mean ± SE over seeds (seed s: "
               "BC with seed s, both fine-tunes of that BC policy with seed s). Gain: paired difference to the "
@@ -395,6 +517,23 @@ def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
                        "on the same scenes:"), ""]
         lines += _summary_table(fresh["summary"], "success")
         lines += _comparison_table(fresh["summary"])
+    if pooled:
+        lines += ["", ("Both held-out sets pooled (states 40-49 and the sampled placements: every policy and seed "
+                       "evaluated on both, so twice the episodes behind each seed's figure), paired with the same "
+                       "seed's BC on the same episodes:"), ""]
+        lines += _summary_table(pooled["summary"], "success")
+    if training:
+        lines += _training_lines(training)
+    if drift:
+        lines += ["", ("Greedy drift from the BC start on demonstration states (`drift`): the share of action tokens "
+                       "and of steps whose greedy bin changed, the mean shift of a changed token in bins (of 256), "
+                       "and KL(BC || policy) per token; mean ± SE over seeds:"), "",
+                  "| policy | seeds | tokens changed | steps with a change | shift (bins) | KL per token |",
+                  "|---|---|---:|---:|---:|---:|"]
+        for policy, by_seed in drift.items():
+            cells = [_fmt(*_mean_se([d[key] for d in by_seed.values()])) for key in
+                     ("token_flip_rate", "step_flip_rate", "bin_shift_when_flipped", "kl_start_to_policy")]
+            lines.append(f"| `{policy}` | {','.join(map(str, sorted(by_seed)))} | {' | '.join(cells)} |")
     if protocol:
         lines += ["", ("Full LIBERO-Long protocol (greedy, 10 tasks x init states 0-49, including tasks and init "
                        "states never trained on):"), "",
@@ -437,6 +576,13 @@ def _of_seeds(rows: list[dict[str, Any]], curves: dict[str, list[dict[str, Any]]
     return [r for r in rows if r["seed"] in keep], {p: cs for p, cs in curves.items() if cs}
 
 
+def _seeds_of(by_policy: dict[str, dict[int, Any]], seeds: Sequence[int] | None) -> dict[str, dict[int, Any]]:
+    if seeds is None:
+        return by_policy
+    kept = {p: {s: v for s, v in by_seed.items() if s in seeds} for p, by_seed in by_policy.items()}
+    return {p: by_seed for p, by_seed in kept.items() if by_seed}
+
+
 def stage_report(args: argparse.Namespace) -> None:
     """Write the results files from every run; with ``--seeds``, only print the view of those seeds."""
     from trainers.cli import machine_info
@@ -456,13 +602,17 @@ def stage_report(args: argparse.Namespace) -> None:
                              "rerun them with one --fresh N")
         fresh = {"init_states": list(sampled_init_states(trials.pop())), "rows": fresh_rows,
                  "summary": summarise(fresh_rows, fresh_curves), "curves": fresh_curves}
-    markdown = report_markdown(rows, summary, protocol, fresh)
+    pooled_rows = pool_rows(rows, fresh_rows)
+    pooled = {"rows": pooled_rows, "summary": summarise(pooled_rows, {})} if pooled_rows else None
+    training, drift = _seeds_of(collect_training_success(args.runs), args.seeds), _seeds_of(collect_drift(args.runs), args.seeds)
+    markdown = report_markdown(rows, summary, protocol, fresh, pooled, training, drift)
     if args.seeds is not None:
         print(f"seeds {' '.join(map(str, args.seeds))} only (nothing written)\n\n{markdown}")
         return
     payload = {"meta": {**machine_info(), "runs": str(args.runs), "heldout_init_states": list(HELDOUT),
                         "greedy": True},
-               "rows": rows, "summary": summary, "curves": curves, "protocol": protocol, "fresh": fresh}
+               "rows": rows, "summary": summary, "curves": curves, "protocol": protocol, "fresh": fresh,
+               "pooled": pooled, "training_success": training, "drift": drift}
     md = write_result("libero_vla", payload, markdown)
     print(md.read_text())
     print(f"wrote {md.with_suffix('.json')}, {md} and {plot_curves(summary, md.with_suffix('.png'))}")
@@ -517,6 +667,11 @@ def main() -> None:
     ev.add_argument("--protocol", action="store_true", help="the full protocol: 10 tasks x init states 0-49")
     ev.add_argument("--fresh", type=int, default=0, metavar="N",
                     help="instead of states 40-49, N sampled placements per task (init states 1000..)")
+    dr = sub.add_parser("drift")
+    dr.add_argument("--policy", required=True, help="a fine-tune's run folder under --runs")
+    dr.add_argument("--step", type=int, default=None, help="the snapshot of this training step")
+    dr.add_argument("--states", type=int, default=4000, help="demonstration states compared")
+    dr.add_argument("--demos", type=Path, nargs="*", default=None, help="episode files (default: the data cache)")
     rp = sub.add_parser("report")
     rp.add_argument("--seeds", type=int, nargs="+", default=None,
                     help="print the view of these seeds only, writing nothing (default: write every seed's results)")
@@ -530,8 +685,8 @@ def main() -> None:
         from wmrl_envs.paths import wmrl_home
 
         args.demos = sorted((wmrl_home() / "libero").glob("*.npz"))
-    {"bc": stage_bc, "probe": stage_probe, "finetune": stage_finetune, "eval": stage_eval, "report": stage_report,
-     "all": stage_all}[args.stage](args)
+    {"bc": stage_bc, "probe": stage_probe, "finetune": stage_finetune, "eval": stage_eval, "drift": stage_drift,
+     "report": stage_report, "all": stage_all}[args.stage](args)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ to every one of its tokens.
 from __future__ import annotations
 
 import copy
+import hashlib
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Hashable, Sequence
@@ -29,7 +30,7 @@ from agents.vla.tokenizer import ACTION_DIM, N_BINS, ActionTokenizer
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.libero.embeddings import EMBEDDING_DIM, instruction_embeddings
 from wmrl_envs.libero.sim import MAX_OBJECTS, PROPRIO_DIM, SLOT_DIM
-from wmrl_envs.libero.tasks import TASK_NAMES
+from wmrl_envs.libero.tasks import SAMPLED_INIT_STATES_START, TASK_NAMES
 
 STATE_DIM = PROPRIO_DIM + MAX_OBJECTS * SLOT_DIM
 
@@ -248,7 +249,16 @@ class VLAEpisodePolicy:
         self.generator = torch.Generator()
 
     def reset(self, env, task_index: int, init_state: int) -> None:
-        self.generator.manual_seed(self.seed * 10_000 + task_index * 100 + init_state)
+        self.generator.manual_seed(self.episode_seed(task_index, init_state))
+
+    def episode_seed(self, task_index: int, init_state: int) -> int:
+        """The sampling seed of one episode: distinct for every (seed, task, init state)."""
+        if init_state < SAMPLED_INIT_STATES_START:
+            # Official states (< 50) keep the seeds every earlier sampled run used.
+            return self.seed * 10_000 + task_index * 100 + init_state
+        # Sampled placements are unbounded, so digits would collide across tasks; hash instead.
+        digest = hashlib.blake2b(f"{self.seed}/{task_index}/{init_state}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big")
 
     def act(self, observation: dict[str, Any]) -> np.ndarray:
         return self.policy.act(observation, self.generator, greedy=self.greedy)[0]

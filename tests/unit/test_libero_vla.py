@@ -243,6 +243,21 @@ def test_init_states_official_or_sampled():
         sampled_init_states(-1)
 
 
+def test_episode_seeds_are_distinct_across_tasks_and_sampled_states():
+    from agents.vla.policy import VLAEpisodePolicy
+    from wmrl_envs.libero.tasks import sampled_init_states
+
+    episodes = VLAEpisodePolicy(MiniVLAPolicy(VLAConfig(hidden=8, blocks=1)), greedy=False, seed=3)
+    # Official states keep the seeds earlier sampled runs used.
+    assert episodes.episode_seed(2, 7) == 3 * 10_000 + 2 * 100 + 7
+    seeds = [episodes.episode_seed(task, k) for task in range(10) for k in [*range(50), *sampled_init_states(300)]]
+    assert len(set(seeds)) == len(seeds)  # (task 0, 1100) and (task 1, 1000) once shared a seed
+    assert all(0 <= s < 2**64 for s in seeds)
+    other = VLAEpisodePolicy(episodes.policy, greedy=False, seed=4)
+    assert other.episode_seed(0, 1000) != episodes.episode_seed(0, 1000)
+    episodes.reset(None, 1, 1000)  # every seed is one torch accepts
+
+
 def test_libero_comparison_table():
     from wmrl_envs.libero.evaluate import comparison_markdown
 

@@ -141,3 +141,61 @@ def test_a_view_of_some_seeds_keeps_only_their_rows_and_curves(report):
     kept_rows, kept_curves = report._of_seeds(rows, curves, [0])
     assert [(r["policy"], r["seed"]) for r in kept_rows] == [("bc", 0)] and kept_curves == {}
     assert report._of_seeds(rows, curves, None) == (rows, curves)
+
+
+def test_pooled_rows_weight_both_sets_by_their_episodes(report):
+    rows = [_row("bc", 0, 0.2), _row("wmrl", 0, 0.4), _row("wmrl", 1, 0.5)]
+    fresh = [{**_row("bc", 0, 0.5), "trials": 60}, {**_row("wmrl", 0, 0.4), "tasks": [0]}]
+    pooled = report.pool_rows(rows, fresh)
+    # Only pairs evaluated on both sets, on the same tasks, are pooled.
+    assert [(r["policy"], r["seed"], r["trials"]) for r in pooled] == [("bc", 0, 80)]
+    assert pooled[0]["success"] == pytest.approx((0.2 * 20 + 0.5 * 60) / 80)
+
+
+def test_training_success_reads_the_executed_episodes_of_each_update(report, tmp_path):
+    header = "step,reward/mean,reward/real/mean,reward/anchor/mean\n"
+    for name, lines in {"real-b64-s0": ["1,0.25,0.25,", "2,0.5,0.5,"],
+                        "wmrl-b64-s0": ["1,0.3,,0.125", "2,0.2,,"],
+                        "bc-s0": []}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.csv").write_text(header + "\n".join(lines) + "\n")
+        if name != "bc-s0":
+            (tmp_path / name / "finetune.json").write_text("{}")
+    found = report.collect_training_success(tmp_path)
+    assert found["real-b64"] == {0: [0.25, 0.5]}
+    anchors = found["wmrl-b64"][0]
+    assert anchors[0] == 0.125 and anchors[1] != anchors[1]  # an update without anchors is NaN
+    assert "bc" not in found
+    text = report.report_markdown([], {"policies": {}, "comparisons": {}}, training=found)
+    assert "`real-b64` (seeds 0): 1: 0.250, 2: 0.500" in text and "`wmrl-b64` (seeds 0): 1: 0.125" in text
+
+
+def test_greedy_drift_counts_changed_actions_and_kl(report):
+    import torch
+
+    start = torch.log_softmax(torch.tensor([[[2.0, 0.0, 0.0], [0.0, 2.0, 0.0]],
+                                            [[2.0, 0.0, 0.0], [0.0, 0.0, 2.0]]]), -1)  # [2 states, 2 dims, 3 bins]
+    assert report.greedy_drift(start, start) == {"token_flip_rate": 0.0, "step_flip_rate": 0.0,
+                                                 "bin_shift_when_flipped": 0.0, "kl_start_to_policy": 0.0}
+    moved = start.clone()
+    moved[0, 0] = start[0, 0].flip(-1)  # state 0, dim 0: greedy bin 0 -> 2
+    drift = report.greedy_drift(start, moved)
+    assert drift["token_flip_rate"] == 0.25 and drift["step_flip_rate"] == 0.5
+    assert drift["bin_shift_when_flipped"] == 2.0
+    p = start[0, 0].exp()
+    assert drift["kl_start_to_policy"] == pytest.approx(float((p * (start[0, 0] - moved[0, 0])).sum()) / 4)
+
+
+def test_drift_results_are_read_by_policy_snapshot_and_seed(report, tmp_path):
+    for name, seed_values in {"wmrl-u4-s3": 0.1, "wmrl-u4-s4": 0.3}.items():
+        (tmp_path / name).mkdir()
+        for stem, scale in (("drift", 1.0), ("drift-step2", 0.5)):
+            (tmp_path / name / f"{stem}.json").write_text(json.dumps({
+                "token_flip_rate": seed_values * scale, "step_flip_rate": 0.5, "bin_shift_when_flipped": 9.0,
+                "kl_start_to_policy": 0.05}))
+    drift = report.collect_drift(tmp_path)
+    assert set(drift) == {"wmrl-u4", "wmrl-u4@2"} and set(drift["wmrl-u4"]) == {3, 4}
+    assert drift["wmrl-u4@2"][4]["token_flip_rate"] == pytest.approx(0.15)
+    assert report._seeds_of(drift, [3])["wmrl-u4"].keys() == {3}
+    text = report.report_markdown([], {"policies": {}, "comparisons": {}}, drift=drift)
+    assert "| `wmrl-u4` | 3,4 | 0.200 ± 0.100 | 0.500 ± 0.000 | 9.000 ± 0.000 | 0.050 ± 0.000 |" in text
