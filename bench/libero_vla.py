@@ -15,9 +15,10 @@ output exists, so the whole protocol resumes after an interruption.
 * ``eval --policy NAME [--step K] [--fresh N]``: greedy success on held-out init states 40-49 of
   the tasks, or with ``--fresh N`` on N sampled placements per task (init states 1000..), scenes
   in no LIBERO file, for more held-out episodes than the 10 official states allow.
-* ``drift --policy NAME [--step K]``: how far a fine-tune moved its BC start's greedy actions,
-  on demonstration states: the share of action tokens and of steps whose greedy bin changed,
-  and KL(BC || fine-tune).
+* ``drift --policy NAME [--step K] [--start OTHER]``: how far a fine-tune moved its BC start's
+  greedy actions, on demonstration states: the share of action tokens and of steps whose greedy
+  bin changed, and KL(BC || fine-tune). ``--start bc-s3`` compares with another run instead, so
+  two BC seeds give the scale.
 * ``report``: ``bench/results/libero_vla.json`` (one row per policy and seed) and ``.md``:
   mean ± SE over seeds, the paired gain over BC, learning curves of held-out success against
   training simulator CPU-seconds, and the simulator compute each ``wmrl-<variant>`` needs to
@@ -237,25 +238,31 @@ def stage_drift(args: argparse.Namespace) -> None:
 
     folder = run_dir(args, args.policy)
     suffix = f"-step{args.step}" if args.step is not None else ""
-    out = folder / f"drift{suffix}.json"
+    out = folder / (f"drift-from-{args.start}{suffix}.json" if args.start else f"drift{suffix}.json")
     if out.exists():
         print(out.read_text())
         return
-    if not (folder / "finetune.json").exists():
-        raise SystemExit(f"{folder} is not a fine-tune's run folder (no finetune.json): drift compares one with its start")
-    finetune = json.loads((folder / "finetune.json").read_text())
-    start, moved = MiniVLAPolicy.load(Path(finetune["init"])), MiniVLAPolicy.load(folder / f"policy{suffix}.pt")
+    if args.start:  # another run's policy as the reference, e.g. another BC seed for scale
+        reference, tasks_of = run_dir(args, args.start) / "policy.pt", args.tasks
+    elif (folder / "finetune.json").exists():
+        finetune = json.loads((folder / "finetune.json").read_text())
+        reference, tasks_of = Path(finetune["init"]), finetune["tasks"]
+    else:
+        raise SystemExit(f"{folder} is not a fine-tune's run folder (no finetune.json): give --start to name the "
+                         "policy to compare it with")
+    start, moved = MiniVLAPolicy.load(reference), MiniVLAPolicy.load(folder / f"policy{suffix}.pt")
     if moved.config.use_images:
         raise SystemExit("drift reads demonstration states, and the demonstrations hold no camera frames")
-    demos = [t for p in args.demos for t in load_trajectories(p) if t.success and t.task_index in finetune["tasks"]]
+    demos = [t for p in args.demos for t in load_trajectories(p) if t.success and t.task_index in tasks_of]
     if not demos:
-        raise SystemExit(f"no successful demonstrations of tasks {finetune['tasks']} in {args.demos}")
+        raise SystemExit(f"no successful demonstrations of tasks {tasks_of} in {args.demos}")
     tasks, states, _ = demonstration_steps(demos)
     pick = np.random.default_rng(0).choice(len(states), min(args.states, len(states)), replace=False)
     embeddings = torch.as_tensor(instruction_embeddings([INSTRUCTIONS[t] for t in tasks[pick]]))
     with torch.no_grad():
         logps = [torch.log_softmax(p(embeddings, torch.as_tensor(states[pick])), -1) for p in (start, moved)]
-    payload = {"policy": args.policy, "step": args.step, "states": int(len(pick)), **greedy_drift(*logps)}
+    payload = {"policy": args.policy, "step": args.step, "start": str(reference), "states": int(len(pick)),
+               **greedy_drift(*logps)}
     out.write_text(json.dumps(payload, indent=2))
     print(json.dumps(payload, indent=2))
 
@@ -370,14 +377,18 @@ def collect_protocol(runs: Path) -> list[dict[str, Any]]:
 
 
 def collect_drift(runs: Path) -> dict[str, dict[int, dict[str, float]]]:
-    """Every ``drift`` result, by policy (``<policy>@<k>`` for a snapshot) and seed."""
+    """Every ``drift`` result, by policy and seed: ``<policy>@<k>`` for a snapshot, and
+    ``<policy> from <start>`` (seeds dropped) when it was compared with another run than its start."""
     found: dict[str, dict[int, dict[str, float]]] = {}
     for path in sorted(runs.glob("*-s*/drift*.json")):
-        match = re.fullmatch(r"(.+)-s(\d+)", path.parent.name)
-        if match:
-            step = path.stem[len("drift-step"):] if path.stem.startswith("drift-step") else ""
-            found.setdefault(match.group(1) + (f"@{step}" if step else ""), {})[int(match.group(2))] = \
-                json.loads(path.read_text())
+        folder = re.fullmatch(r"(.+)-s(\d+)", path.parent.name)
+        stem = re.fullmatch(r"drift(?:-from-(.+?))?(?:-step(\d+))?", path.stem)
+        if folder and stem:
+            start, step = stem.groups()
+            name = folder.group(1) + (f"@{step}" if step else "")
+            if start:
+                name += f" from {re.sub(r'-s[0-9]+$', '', start)}"
+            found.setdefault(name, {})[int(folder.group(2))] = json.loads(path.read_text())
     return found
 
 
@@ -667,9 +678,11 @@ def main() -> None:
     ev.add_argument("--protocol", action="store_true", help="the full protocol: 10 tasks x init states 0-49")
     ev.add_argument("--fresh", type=int, default=0, metavar="N",
                     help="instead of states 40-49, N sampled placements per task (init states 1000..)")
-    dr = sub.add_parser("drift")
+    dr = sub.add_parser("drift", parents=[tasks])
     dr.add_argument("--policy", required=True, help="a fine-tune's run folder under --runs")
     dr.add_argument("--step", type=int, default=None, help="the snapshot of this training step")
+    dr.add_argument("--start", default=None, help="compare with this run folder's policy instead of the fine-tune's "
+                    "start (e.g. another BC seed, for scale); --tasks then picks the states")
     dr.add_argument("--states", type=int, default=4000, help="demonstration states compared")
     dr.add_argument("--demos", type=Path, nargs="*", default=None, help="episode files (default: the data cache)")
     rp = sub.add_parser("report")

@@ -193,8 +193,12 @@ def test_drift_results_are_read_by_policy_snapshot_and_seed(report, tmp_path):
             (tmp_path / name / f"{stem}.json").write_text(json.dumps({
                 "token_flip_rate": seed_values * scale, "step_flip_rate": 0.5, "bin_shift_when_flipped": 9.0,
                 "kl_start_to_policy": 0.05}))
+    (tmp_path / "bc-s4").mkdir()
+    (tmp_path / "bc-s4" / "drift-from-bc-s3.json").write_text(json.dumps({"token_flip_rate": 0.2}))
     drift = report.collect_drift(tmp_path)
-    assert set(drift) == {"wmrl-u4", "wmrl-u4@2"} and set(drift["wmrl-u4"]) == {3, 4}
+    assert set(drift) == {"wmrl-u4", "wmrl-u4@2", "bc from bc"} and set(drift["wmrl-u4"]) == {3, 4}
+    assert drift["bc from bc"] == {4: {"token_flip_rate": 0.2}}
+    drift.pop("bc from bc")
     assert drift["wmrl-u4@2"][4]["token_flip_rate"] == pytest.approx(0.15)
     assert report._seeds_of(drift, [3])["wmrl-u4"].keys() == {3}
     text = report.report_markdown([], {"policies": {}, "comparisons": {}}, drift=drift)
