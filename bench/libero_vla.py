@@ -587,7 +587,8 @@ def _of_seeds(rows: list[dict[str, Any]], curves: dict[str, list[dict[str, Any]]
     return [r for r in rows if r["seed"] in keep], {p: cs for p, cs in curves.items() if cs}
 
 
-def _seeds_of(by_policy: dict[str, dict[int, Any]], seeds: Sequence[int] | None) -> dict[str, dict[int, Any]]:
+def _keep_seeds(by_policy: dict[str, dict[int, Any]], seeds: Sequence[int] | None) -> dict[str, dict[int, Any]]:
+    """Results keyed by policy, then seed, with only ``seeds`` (all when None)."""
     if seeds is None:
         return by_policy
     kept = {p: {s: v for s, v in by_seed.items() if s in seeds} for p, by_seed in by_policy.items()}
@@ -615,7 +616,8 @@ def stage_report(args: argparse.Namespace) -> None:
                  "summary": summarise(fresh_rows, fresh_curves), "curves": fresh_curves}
     pooled_rows = pool_rows(rows, fresh_rows)
     pooled = {"rows": pooled_rows, "summary": summarise(pooled_rows, {})} if pooled_rows else None
-    training, drift = _seeds_of(collect_training_success(args.runs), args.seeds), _seeds_of(collect_drift(args.runs), args.seeds)
+    training = _keep_seeds(collect_training_success(args.runs), args.seeds)
+    drift = _keep_seeds(collect_drift(args.runs), args.seeds)
     markdown = report_markdown(rows, summary, protocol, fresh, pooled, training, drift)
     if args.seeds is not None:
         print(f"seeds {' '.join(map(str, args.seeds))} only (nothing written)\n\n{markdown}")
@@ -679,7 +681,7 @@ def main() -> None:
     ev.add_argument("--fresh", type=int, default=0, metavar="N",
                     help="instead of states 40-49, N sampled placements per task (init states 1000..)")
     dr = sub.add_parser("drift", parents=[tasks])
-    dr.add_argument("--policy", required=True, help="a fine-tune's run folder under --runs")
+    dr.add_argument("--policy", required=True, help="run folder under --runs (a fine-tune, unless --start is given)")
     dr.add_argument("--step", type=int, default=None, help="the snapshot of this training step")
     dr.add_argument("--start", default=None, help="compare with this run folder's policy instead of the fine-tune's "
                     "start (e.g. another BC seed, for scale); --tasks then picks the states")

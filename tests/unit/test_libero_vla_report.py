@@ -200,6 +200,6 @@ def test_drift_results_are_read_by_policy_snapshot_and_seed(report, tmp_path):
     assert drift["bc from bc"] == {4: {"token_flip_rate": 0.2}}
     drift.pop("bc from bc")
     assert drift["wmrl-u4@2"][4]["token_flip_rate"] == pytest.approx(0.15)
-    assert report._seeds_of(drift, [3])["wmrl-u4"].keys() == {3}
+    assert report._keep_seeds(drift, [3])["wmrl-u4"].keys() == {3}
     text = report.report_markdown([], {"policies": {}, "comparisons": {}}, drift=drift)
     assert "| `wmrl-u4` | 3,4 | 0.200 ± 0.100 | 0.500 ± 0.000 | 9.000 ± 0.000 | 0.050 ± 0.000 |" in text
