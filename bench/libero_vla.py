@@ -24,8 +24,9 @@ output exists, so the whole protocol resumes after an interruption.
   training simulator CPU-seconds, and the simulator compute each ``wmrl-<variant>`` needs to
   reach the final success of ``real-<variant>`` (the same settings), where real GRPO's final
   paired gain over BC exceeds its SE; ``eval --protocol`` and ``eval --fresh`` results are
-  reported too, both held-out sets pooled where a policy has both, and the per-update success
-  of the executed training episodes (what RL optimises, sampled, on training states).
+  reported too, both held-out sets pooled where a policy has both, the per-update success of
+  the executed training episodes (what RL optimises, sampled, on training states), and how
+  the success model scored the anchor groups of each WMRL run.
   ``report --seeds 6 7 8`` prints the view of some seeds and writes nothing.
 
     python bench/libero_vla.py all --seeds 0 1 2          # every stage below, resumable
@@ -148,7 +149,8 @@ def stage_finetune(args: argparse.Namespace) -> None:
         mode=args.mode, env_id="wmrl/LIBERO-Long-v0", policy="vla", policy_path=str(init),
         steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
         warmup_steps=min(2, args.steps - 1), anchor_fraction=args.anchor_fraction, learning_rate=args.learning_rate,
-        kl_coef=args.kl_coef, update_epochs=args.update_epochs, calibration_min_pairs_global=8, seed=args.seed,
+        kl_coef=args.kl_coef, update_epochs=args.update_epochs, advantage=args.advantage,
+        calibration_min_pairs_global=8, seed=args.seed,
         output_dir=str(run), checkpoint_every=1, tensorboard=False)
     adapter = LiberoAdapter(task_ids=args.tasks, wm_horizon=args.wm_horizon, seed=args.seed,
                             obs_mode="both" if args.images else "state")
@@ -392,6 +394,55 @@ def collect_drift(runs: Path) -> dict[str, dict[int, dict[str, float]]]:
     return found
 
 
+def _concordance(scores: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
+    """Concordant (success, failure) score pairs, ties counted half, and the number of pairs."""
+    pos, neg = scores[labels == 1], scores[labels == 0]
+    wins = (pos[:, None] > neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()
+    return float(wins), len(pos) * len(neg)
+
+
+def anchor_group_stats(wm: np.ndarray, real: np.ndarray, calibrated: np.ndarray, group_size: int) -> dict[str, float]:
+    """How the success model scores anchor groups (consecutive blocks of ``group_size``), whose
+    episodes were also executed: AUROC over all anchors and within groups of mixed outcome (the
+    only ranking GRPO uses), and, in groups whose real outcomes are all alike (no signal under
+    real rewards), the spread of the calibrated scores that GRPO's std normalisation scales up."""
+    wins, pairs = _concordance(wm, real)
+    within = [_concordance(wm[i:i + group_size], real[i:i + group_size]) for i in range(0, len(wm), group_size)]
+    silent = [calibrated[i:i + group_size].std() for i in range(0, len(wm), group_size)
+              if real[i:i + group_size].min() == real[i:i + group_size].max()]
+    mixed_pairs = sum(n for _, n in within)
+    return {"groups": len(within), "silent_share": len(silent) / len(within),
+            "auroc": wins / pairs if pairs else float("nan"),
+            "auroc_within_groups": sum(w for w, _ in within) / mixed_pairs if mixed_pairs else float("nan"),
+            "silent_calibrated_std_median": float(np.median(silent)) if silent else float("nan"),
+            "silent_share_spread_over_0.01": float(np.mean(np.array(silent) > 0.01)) if silent else float("nan")}
+
+
+def collect_anchor_groups(runs: Path) -> dict[str, dict[int, dict[str, float]]]:
+    """:func:`anchor_group_stats` of every WMRL fine-tune, from the anchor pairs in its last
+    checkpoint, calibrated by the final map (in-sample). Runs whose pairs are not whole groups
+    of one task each (a dropped episode breaks the blocks) are left out."""
+    import torch
+
+    from wmrl_envs.calibration import Calibrator, CalibratorConfig
+
+    found: dict[str, dict[int, dict[str, float]]] = {}
+    for path in sorted(runs.glob("wmrl*-s*/checkpoint.pt")):
+        match = re.fullmatch(r"(.+)-s(\d+)", path.parent.name)
+        if not match:
+            continue
+        state = torch.load(path, weights_only=False, map_location="cpu")  # our own run's file
+        pairs, g = state["scoring"]["calibrator"], int(state["config"]["schedule"]["group_size"])
+        wm, real, tasks = np.asarray(pairs["wm_scores"]), np.asarray(pairs["real_scores"]), list(pairs["task_ids"])
+        if not len(wm) or len(wm) % g or any(len(set(tasks[i:i + g])) != 1 for i in range(0, len(wm), g)):
+            continue
+        calibrator = Calibrator(CalibratorConfig(**pairs["config"]))
+        calibrator.load_state_dict(pairs)
+        found.setdefault(match.group(1), {})[int(match.group(2))] = anchor_group_stats(
+            wm, real, calibrator.calibrate(wm, tasks), g)
+    return found
+
+
 def _mean_se(values: list[float]) -> tuple[float, float]:
     se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else float("nan")
     return float(np.mean(values)), se
@@ -501,7 +552,8 @@ def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
                     protocol: Sequence[dict[str, Any]] = (), fresh: dict[str, Any] | None = None,
                     pooled: dict[str, Any] | None = None,
                     training: dict[str, dict[int, list[float]]] | None = None,
-                    drift: dict[str, dict[int, dict[str, float]]] | None = None) -> str:
+                    drift: dict[str, dict[int, dict[str, float]]] | None = None,
+                    anchors: dict[str, dict[int, dict[str, float]]] | None = None) -> str:
     lines = ["### MiniVLA on LIBERO-Long: WMRL vs real GRPO vs behaviour cloning", "",
              ("Greedy actions, held-out init states 40-49 of the trained tasks; mean ± SE over seeds (seed s: "
               "BC with seed s, both fine-tunes of that BC policy with seed s). Gain: paired difference to the "
@@ -545,6 +597,20 @@ def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
             cells = [_fmt(*_mean_se([d[key] for d in by_seed.values()])) for key in
                      ("token_flip_rate", "step_flip_rate", "bin_shift_when_flipped", "kl_start_to_policy")]
             lines.append(f"| `{policy}` | {','.join(map(str, sorted(by_seed)))} | {' | '.join(cells)} |")
+    if anchors:
+        lines += ["", ("The success model on anchor groups (episodes both executed and scored; final calibration map, "
+                       "in-sample): AUROC over all anchors and within groups of mixed outcome; for groups whose real "
+                       "outcomes are all alike, the median within-group std of the calibrated scores and the share "
+                       "above 0.01 (std-normalised advantages scale these up to ±1); mean ± SE over seeds:"), "",
+                  ("| policy | seeds | anchor groups | silent under real | AUROC | AUROC within groups | "
+                   "silent groups' std | share > 0.01 |"), "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for policy, by_seed in anchors.items():
+            values = [[d[key] for d in by_seed.values() if math.isfinite(d[key])]
+                      for key in ("silent_share", "auroc", "auroc_within_groups", "silent_calibrated_std_median",
+                                  "silent_share_spread_over_0.01")]
+            cells = [_fmt(*_mean_se(v)) if v else "—" for v in values]
+            groups = sum(d["groups"] for d in by_seed.values())
+            lines.append(f"| `{policy}` | {','.join(map(str, sorted(by_seed)))} | {groups} | {' | '.join(cells)} |")
     if protocol:
         lines += ["", ("Full LIBERO-Long protocol (greedy, 10 tasks x init states 0-49, including tasks and init "
                        "states never trained on):"), "",
@@ -618,14 +684,15 @@ def stage_report(args: argparse.Namespace) -> None:
     pooled = {"rows": pooled_rows, "summary": summarise(pooled_rows, {})} if pooled_rows else None
     training = _keep_seeds(collect_training_success(args.runs), args.seeds)
     drift = _keep_seeds(collect_drift(args.runs), args.seeds)
-    markdown = report_markdown(rows, summary, protocol, fresh, pooled, training, drift)
+    anchors = _keep_seeds(collect_anchor_groups(args.runs), args.seeds)
+    markdown = report_markdown(rows, summary, protocol, fresh, pooled, training, drift, anchors)
     if args.seeds is not None:
         print(f"seeds {' '.join(map(str, args.seeds))} only (nothing written)\n\n{markdown}")
         return
     payload = {"meta": {**machine_info(), "runs": str(args.runs), "heldout_init_states": list(HELDOUT),
                         "greedy": True},
                "rows": rows, "summary": summary, "curves": curves, "protocol": protocol, "fresh": fresh,
-               "pooled": pooled, "training_success": training, "drift": drift}
+               "pooled": pooled, "training_success": training, "drift": drift, "anchor_groups": anchors}
     md = write_result("libero_vla", payload, markdown)
     print(md.read_text())
     print(f"wrote {md.with_suffix('.json')}, {md} and {plot_curves(summary, md.with_suffix('.png'))}")
@@ -657,6 +724,9 @@ def main() -> None:
         p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of training rollouts")
         p.add_argument("--update-epochs", type=int, default=1,
                        help="clipped-surrogate passes over each batch (PPO epochs); one pass is <1%% of a run's CPU")
+        p.add_argument("--advantage", choices=("std", "mean"), default="std",
+                       help="group advantage: 'std' divides by the group's std (GRPO), 'mean' does not (Dr.GRPO), so "
+                            "small score spreads in a group stay small")
         p.add_argument("--images", action="store_true", help="also read the camera (obs_mode both; ~30x slower)")
 
     bc = sub.add_parser("bc", parents=[tasks])

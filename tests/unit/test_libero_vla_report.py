@@ -203,3 +203,21 @@ def test_drift_results_are_read_by_policy_snapshot_and_seed(report, tmp_path):
     assert report._keep_seeds(drift, [3])["wmrl-u4"].keys() == {3}
     text = report.report_markdown([], {"policies": {}, "comparisons": {}}, drift=drift)
     assert "| `wmrl-u4` | 3,4 | 0.200 ± 0.100 | 0.500 ± 0.000 | 9.000 ± 0.000 | 0.050 ± 0.000 |" in text
+
+
+def test_anchor_group_stats_separate_ranking_within_groups_from_silent_spread(report):
+    import numpy as np
+
+    # Group 1 mixed and ranked right, group 2 mixed and ranked wrong, group 3 all-fail with a spread.
+    wm = np.array([0.9, 0.1, 0.2, 0.3, 0.6, 0.05])
+    real = np.array([1.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+    calibrated = np.array([0.8, 0.1, 0.2, 0.3, 0.4, 0.0])
+    stats = report.anchor_group_stats(wm, real, calibrated, group_size=2)
+    assert stats["groups"] == 3 and stats["silent_share"] == pytest.approx(1 / 3)
+    assert stats["auroc_within_groups"] == 0.5  # one pair right, one wrong
+    # Over all anchors: 0.9 beats all 4 failures, 0.2 beats 0.1 and 0.05 only.
+    assert stats["auroc"] == pytest.approx((4 + 2) / 8)
+    assert stats["silent_calibrated_std_median"] == pytest.approx(0.2)
+    assert stats["silent_share_spread_over_0.01"] == 1.0
+    alike = report.anchor_group_stats(wm[:2], real[:2], calibrated[:2], group_size=2)
+    assert alike["silent_share"] == 0.0 and alike["silent_calibrated_std_median"] != alike["silent_calibrated_std_median"]
