@@ -72,6 +72,10 @@ def run_dir(args: argparse.Namespace, name: str) -> Path:
     return args.runs / name
 
 
+#: A run folder's name: ``<policy>-s<seed>``.
+RUN_NAME = re.compile(r"(.+)-s(\d+)")
+
+
 # ------------------------------------------------------------------ stages
 def stage_bc(args: argparse.Namespace) -> None:
     from agents.vla.bc import BCConfig, behaviour_clone
@@ -293,7 +297,7 @@ def collect_rows(runs: Path, prefix: str = "eval") -> tuple[list[dict[str, Any]]
     """
     rows, curves = [], {}
     for folder in sorted(p for p in runs.iterdir() if p.is_dir()):
-        match = re.fullmatch(r"(.+)-s(\d+)", folder.name)
+        match = RUN_NAME.fullmatch(folder.name)
         if not match:
             continue
         policy, seed = match.group(1), int(match.group(2))
@@ -354,7 +358,7 @@ def collect_training_success(runs: Path) -> dict[str, dict[int, list[float]]]:
 
     found: dict[str, dict[int, list[float]]] = {}
     for path in sorted(runs.glob("*-s*/metrics.csv")):
-        match = re.fullmatch(r"(.+)-s(\d+)", path.parent.name)
+        match = RUN_NAME.fullmatch(path.parent.name)
         if not match or not (path.parent / "finetune.json").exists():
             continue
         with path.open() as f:
@@ -383,7 +387,7 @@ def collect_drift(runs: Path) -> dict[str, dict[int, dict[str, float]]]:
     ``<policy> from <start>`` (seeds dropped) when it was compared with another run than its start."""
     found: dict[str, dict[int, dict[str, float]]] = {}
     for path in sorted(runs.glob("*-s*/drift*.json")):
-        folder = re.fullmatch(r"(.+)-s(\d+)", path.parent.name)
+        folder = RUN_NAME.fullmatch(path.parent.name)
         stem = re.fullmatch(r"drift(?:-from-(.+?))?(?:-step(\d+))?", path.stem)
         if folder and stem:
             start, step = stem.groups()
@@ -428,7 +432,7 @@ def collect_anchor_groups(runs: Path) -> dict[str, dict[int, dict[str, float]]]:
 
     found: dict[str, dict[int, dict[str, float]]] = {}
     for path in sorted(runs.glob("wmrl*-s*/checkpoint.pt")):
-        match = re.fullmatch(r"(.+)-s(\d+)", path.parent.name)
+        match = RUN_NAME.fullmatch(path.parent.name)
         if not match:
             continue
         state = torch.load(path, weights_only=False, map_location="cpu")  # our own run's file
