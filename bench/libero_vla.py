@@ -11,7 +11,8 @@ output exists, so the whole protocol resumes after an interruption.
   temperature, and the share of GRPO groups that would carry no signal (all members alike).
 * ``finetune --mode wmrl|real``: the shared :class:`~trainers.wmrl.WMRLTrainer` with
   :class:`~trainers.families.libero.LiberoAdapter`, the same number of updates in both modes;
-  a policy snapshot and the ledger are kept every ``--curve-every`` steps for learning curves.
+  a policy snapshot and the ledger are kept every ``--curve-every`` steps for learning curves;
+  ``--train 'bias|norm'`` trains only the parameters whose names match.
 * ``eval --policy NAME [--step K] [--fresh N]``: greedy success on held-out init states 40-49 of
   the tasks, or with ``--fresh N`` on N sampled placements per task (init states 1000..), scenes
   in no LIBERO file, for more held-out episodes than the 10 official states allow.
@@ -148,6 +149,11 @@ def stage_finetune(args: argparse.Namespace) -> None:
     policy = MiniVLAPolicy.load(init)
     if args.images:  # the camera joins the state input; the BC behaviour is where RL starts
         policy = policy.with_images()
+    if args.train:
+        for param_name, param in policy.named_parameters():
+            param.requires_grad_(re.search(args.train, param_name) is not None)
+        if not any(param.requires_grad for param in policy.parameters()):
+            raise SystemExit(f"--train {args.train!r} matches no parameter of the policy")
     policy.config.temperature = args.temperature
     config = WMRLConfig.from_flat(
         mode=args.mode, env_id="wmrl/LIBERO-Long-v0", policy="vla", policy_path=str(init),
@@ -732,6 +738,9 @@ def main() -> None:
                        help="group advantage: 'std' divides by the group's std (GRPO), 'mean' does not (Dr.GRPO), so "
                             "small score spreads in a group stay small")
         p.add_argument("--images", action="store_true", help="also read the camera (obs_mode both; ~30x slower)")
+        p.add_argument("--train", default="", metavar="REGEX",
+                       help="train only the parameters whose names match, e.g. 'bias|norm' (default: all); see "
+                            "bench/libero_gradient_noise.py for each tensor's gradient noise scale")
 
     bc = sub.add_parser("bc", parents=[tasks])
     add_bc(bc)

@@ -338,12 +338,11 @@ def _frozen_copy(policy: Policy) -> Policy:
 
 
 def _probe_parameters(policy: Policy) -> list[torch.nn.Parameter]:
-    """The parameters whose per-sample gradients warmup compares: the policy's choice, else the last layer."""
+    """The parameters whose per-sample gradients warmup compares: the policy's choice, else the last
+    layer; only trained ones (a policy fine-tuned in part may have frozen its choice)."""
     probe = getattr(policy, "fusion_probe_parameters", None)
-    if probe is not None:
-        return list(probe())
-    params = [p for p in policy.parameters() if p.requires_grad]
-    return params[-2:]
+    chosen = [p for p in probe() if p.requires_grad] if probe is not None else []
+    return chosen or [p for p in policy.parameters() if p.requires_grad][-2:]
 
 
 def _per_sample_score_grads(policy: Policy, rollouts: list[Rollout]) -> torch.Tensor:

@@ -173,6 +173,25 @@ def test_vla_trains_through_the_shared_wmrl_trainer(tmp_path):
     assert history[-1]["cost/simulation_count"] > 0 and "fusion/w_anchor" in history[-1]
 
 
+def test_a_policy_trained_in_part_keeps_its_frozen_weights_and_measures_c(tmp_path):
+    torch.manual_seed(0)
+    policy = MiniVLAPolicy(VLAConfig(hidden=32, blocks=1))
+    for name, param in policy.named_parameters():  # as `libero_vla.py finetune --train 'bias|norm'`
+        param.requires_grad_("bias" in name or "norm" in name)
+    frozen = {n: p.detach().clone() for n, p in policy.named_parameters() if not p.requires_grad}
+    trained = {n: p.detach().clone() for n, p in policy.named_parameters() if p.requires_grad}
+    assert "head.weight" in frozen  # the warmup's usual probe is frozen: it falls back to trained ones
+    config = WMRLConfig.from_flat(mode="wmrl", steps=4, tasks_per_step=3, group_size=3, warmup_steps=1,
+                                  calibration_min_pairs_global=4, output_dir=str(tmp_path), tensorboard=False,
+                                  checkpoint_every=0)
+    trainer = WMRLTrainer(config, policy, FakeAdapter())
+    trainer.train(progress=False)
+    params = dict(policy.named_parameters())
+    assert all(torch.equal(params[n], v) for n, v in frozen.items())
+    assert any(not torch.equal(params[n], v) for n, v in trained.items())
+    assert trainer.c is not None
+
+
 def test_trajectory_files_round_trip(tmp_path):
     trajectories = [demo(1, steps=5), demo(4, steps=9, seed=2)]
     trajectories[1].success = None
