@@ -76,11 +76,13 @@ def noise_scale(grads: torch.Tensor) -> dict[str, float]:
     with a noisy denominator has a wild jackknife, so ``noise_scale_groups_lower`` is the sturdier
     figure: ``tr(Sigma) / (|E g|^2 + 2 SE)``, B with the signal two SEs above its estimate.
     SEs are NaN with fewer than 3 groups (and B's when a leave-one-out B is infinite)."""
-    signal, trace = noise_scale_terms(grads)
     n = grads.shape[0]
+    if n < 2:
+        raise ValueError(f"need at least 2 groups, got {n}")
     total = grads.sum(0)
     row_norms = (grads * grads).sum(1)
     row_sq = float(row_norms.sum())
+    signal, trace = _terms(float(total @ total), row_sq, n)
     ratios, signals = [], []
     for k in range(n) if n > 2 else ():  # without group k: the sums lose g_k
         without = total - grads[k]

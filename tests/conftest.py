@@ -1,6 +1,10 @@
 """Shared test set-up: one thread everywhere (2 threads under contention ran 10-25x slower here)."""
 
+import contextlib
+import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +55,20 @@ def private_dockerd():
         pytest.fail(f"the docker tests need dockerd (scripts/setup.sh installs docker.io): {exc}")
     yield daemon
     assert daemon.stop() == [], "the private dockerd changed host networking"
+
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@contextlib.contextmanager
+def bench_script(name: str):
+    """``bench/<name>.py`` loaded as a module (bench scripts are not a package; their own imports
+    of sibling helpers need ``bench/`` on the path while it loads and runs)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(BENCH))

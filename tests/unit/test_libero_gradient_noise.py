@@ -7,27 +7,17 @@ in 10^4 runs, and the generator is seeded.
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from conftest import bench_script
 
 
 @pytest.fixture(scope="module")
 def noise():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("libero_gradient_noise", BENCH / "libero_gradient_noise.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    with bench_script("libero_gradient_noise") as module:
         yield module
-    finally:
-        sys.path.remove(str(BENCH))
 
 
 def planted(n: int, dims: int, signal_norm: float, sigma: float, seed: int = 0, direction=None):

@@ -6,26 +6,17 @@ its report functions are pure (rows and curves in, a summary out).
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from conftest import bench_script
 
 
 @pytest.fixture(scope="module")
 def report():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("libero_vla_report", BENCH / "libero_vla.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    with bench_script("libero_vla") as module:
         yield module
-    finally:
-        sys.path.remove(str(BENCH))
 
 
 TASKS = [0, 2]
