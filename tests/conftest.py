@@ -61,7 +61,7 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
 @contextlib.contextmanager
-def bench_script(name: str):
+def _load_bench_script(name: str):
     """``bench/<name>.py`` loaded as a module (bench scripts are not a package; their own imports
     of sibling helpers need ``bench/`` on the path while it loads and runs)."""
     sys.path.insert(0, str(BENCH))
@@ -72,3 +72,10 @@ def bench_script(name: str):
         yield module
     finally:
         sys.path.remove(str(BENCH))
+
+
+@pytest.fixture(scope="session")
+def bench_script():
+    """The bench-script loader, as a fixture: a test module cannot ``import conftest``, since
+    pytest may already hold another folder's conftest (tests/security/) under that name."""
+    return _load_bench_script

@@ -11,11 +11,10 @@ import math
 
 import pytest
 import torch
-from conftest import bench_script
 
 
 @pytest.fixture(scope="module")
-def noise():
+def noise(bench_script):
     with bench_script("libero_gradient_noise") as module:
         yield module
 

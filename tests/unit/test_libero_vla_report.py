@@ -10,11 +10,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import bench_script
 
 
 @pytest.fixture(scope="module")
-def report():
+def report(bench_script):
     with bench_script("libero_vla") as module:
         yield module
 
