@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ def setup_threads() -> None:
 
 
 def write_result(name: str, payload: dict[str, Any], markdown: str) -> Path:
-    """Write ``bench/results/<name>.json`` (with commit, date and machine) and ``<name>.md``."""
+    """Write ``bench/results/<name>.json`` (with commit, date and machine) and ``<name>.md``, whose
+    footer names the command that reruns it (this script, with the arguments it was given)."""
     from trainers.cli import machine_info
 
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -28,6 +30,6 @@ def write_result(name: str, payload: dict[str, Any], markdown: str) -> Path:
     md = RESULTS / f"{name}.md"
     info = payload["machine"]
     footer = (f"\n\n{info['cores']} cores, {info['ram_gib']} GiB RAM, {info['date'][:10]}, "
-              f"commit `{info['commit'][:10]}`. Rerun: `python {' '.join(['bench/' + name + '.py', *info['argv']])}`\n")
+              f"commit `{info['commit'][:10]}`. Rerun: `python {' '.join(['bench/' + Path(sys.argv[0]).name, *info['argv']])}`\n")
     md.write_text(markdown.rstrip() + footer)
     return md

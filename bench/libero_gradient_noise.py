@@ -13,6 +13,12 @@ gradient ``g_j`` of the GRPO surrogate is taken at the starting policy; then:
   improvement takes about ``1 + B / b`` times the steps a noiseless gradient would;
 * **agreement of two half batches**: the cosine of their gradients, and the share of weights on
   which their signs agree (Adam's first step moves each weight by the learning rate in its sign);
+* **a state-value baseline** (``--baseline-every``): each action's advantage is ``R - V(s_t)``,
+  with ``V`` the success model's P(success | states so far) at the state the action was taken
+  in, instead of one group-relative advantage spread over all 3,640 action tokens. A baseline
+  that depends only on the states so far leaves the expected gradient unbiased, so its noise
+  scale compares directly with the mean-only (Dr.GRPO) advantage's, whose expected gradient is
+  the same up to the factor ``(G - 1) / G``; their expected cosine checks that;
 * **world model against real**: the cosine of the two expected gradients (cross-group terms
   only, so unbiased by either stream's own noise), and each stream's noise scale;
 * **by parameter tensor**: the noise scale of each weight matrix and bias alone, i.e. of an
@@ -23,8 +29,10 @@ gradient ``g_j`` of the GRPO surrogate is taken at the starting policy; then:
   taken from one half of the groups and scored on the other half (out-of-sample: what the
   update does for episodes it did not see).
 
-The batch is saved (``<run>/gradient-batch-g<groups>.pt``), so the analysis reruns without the
-simulator. Results: ``<run>/gradient-noise-g<groups>.json`` per policy, and ``bench/results/
+``--temperature T`` samples the batch from the tempered policy (log-probs and gradients are the
+tempered policy's too): a lower temperature samples closer to the greedy actions the evaluation
+takes. The batch is saved (``<run>/gradient-batch-g<groups>[-t<T>].pt``), so the analysis reruns
+without the simulator. Results: ``<run>/gradient-noise-g<groups>[-t<T>].json`` per policy, and ``bench/results/
 libero_gradient_noise.{json,md}`` (mean ± SE over policies)::
 
     python bench/libero_gradient_noise.py --policies bc-s6 bc-s3 bc-s7 --groups 32
@@ -125,14 +133,15 @@ def half_batch_agreement(grads: torch.Tensor) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------ measuring one policy
-def collect_batch(runs: Path, policy_name: str, groups: int, seed: int, tasks: list[int]) -> dict:
+def collect_batch(runs: Path, policy_name: str, groups: int, seed: int, tasks: list[int],
+                  temperature: float = 1.0) -> dict:
     """One batch of all-anchor groups from the policy: rollouts, real and world-model scores.
 
-    Saved as ``<run>/gradient-batch-g<groups>.pt`` (the simulator time is the expensive part), so
+    Saved as ``<run>/gradient-batch-g<groups>[-t<T>].pt`` (the simulator time is the expensive part), so
     the analysis reruns from it; only whole groups with both scores are kept."""
     import torch
 
-    out = runs / policy_name / f"gradient-batch-g{groups}.pt"
+    out = runs / policy_name / f"gradient-batch-g{groups}{temperature_suffix(temperature)}.pt"
     if out.exists():
         return torch.load(out, weights_only=False)  # our own file, written below
     from trainers.families.libero import LiberoAdapter
@@ -147,7 +156,7 @@ def collect_batch(runs: Path, policy_name: str, groups: int, seed: int, tasks: l
         output_dir=tempfile.mkdtemp(prefix="wmrl-gradient-noise-"), checkpoint_every=0,
         tensorboard=False)  # the trainer only collects here: its run folder stays empty
     adapter = LiberoAdapter(task_ids=tasks, seed=seed, obs_mode="state")
-    trainer = WMRLTrainer(config, load_policy(runs, policy_name), adapter)
+    trainer = WMRLTrainer(config, load_policy(runs, policy_name, temperature), adapter)
     try:
         outcomes = trainer.collect(0)  # every group an anchor: executed and scored
     finally:
@@ -167,16 +176,69 @@ def collect_batch(runs: Path, policy_name: str, groups: int, seed: int, tasks: l
     return batch
 
 
-def load_policy(runs: Path, policy_name: str):
+def state_values(rollouts, every: int, model) -> list[np.ndarray]:
+    """A success model's P(success | states so far) at every step of each rollout, read every
+    ``every`` steps and held in between: ``V`` at step ``t`` sees states ``0..t`` only (the state
+    action ``t`` is taken in, and earlier ones), so as a baseline it leaves the gradient unbiased."""
+    from wmrl_envs.libero.sim import MAX_OBJECTS, PROPRIO_DIM
+    from wmrl_envs.libero.tasks import task_index
+    from wmrl_envs.libero.trajectory import Trajectory
+
+    values = []
+    for rollout in rollouts:
+        states = rollout.tokens["state"].numpy()  # [T, proprio + object slots], as the policy read them
+        episode = Trajectory(task_index(rollout.task_id), int(rollout.meta["init_state"]), states[:, :PROPRIO_DIM],
+                             states[:, PROPRIO_DIM:].reshape(len(states), MAX_OBJECTS, -1))
+        read_at = range(0, len(states), every)
+        values.append(np.repeat(model.predict([episode.prefix(t) for t in read_at]), every)[:len(states)])
+    return values
+
+
+def state_baseline_advantages(real: np.ndarray, values: list[np.ndarray], tokens_per_step: int) -> list[np.ndarray]:
+    """Per-token advantages ``R_i - V_i(s_t)``, each step's value repeated over its action tokens."""
+    return [np.repeat(r - v, tokens_per_step) for r, v in zip(real, values)]
+
+
+def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """P(a success scores above a failure), ties counted half; NaN without both outcomes."""
+    pos, neg = scores[labels > 0.5], scores[labels <= 0.5]
+    if not len(pos) or not len(neg):
+        return math.nan
+    return float(((pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean()))
+
+
+#: Steps at which the report shows how well the value predicts the episode's outcome.
+VALUE_STEPS = (0, 100, 200, 300, 400)
+
+
+def value_auroc_by_step(real: np.ndarray, values: list[np.ndarray]) -> dict[str, float]:
+    """AUROC of ``V(s_t)`` for the episode's real outcome at each of :data:`VALUE_STEPS`, over
+    the episodes still running then (an episode that succeeded earlier has ended)."""
+    out = {}
+    for t in VALUE_STEPS:
+        alive = [i for i, v in enumerate(values) if len(v) > t]
+        out[str(t)] = auroc(np.array([values[i][t] for i in alive]), real[alive]) if alive else math.nan
+    return out
+
+
+def temperature_suffix(temperature: float) -> str:
+    """File-name suffix of a batch drawn at ``temperature`` (none at 1, the fine-tunes' default)."""
+    return "" if temperature == 1.0 else f"-t{temperature:g}"
+
+
+def load_policy(runs: Path, policy_name: str, temperature: float = 1.0):
     from agents.vla.policy import MiniVLAPolicy
 
-    return MiniVLAPolicy.load(runs / policy_name / "policy.pt")
+    policy = MiniVLAPolicy.load(runs / policy_name / "policy.pt")
+    policy.config.temperature = temperature
+    return policy
 
 
-def measure(policy, policy_name: str, batch: dict) -> dict:
+def measure(policy, policy_name: str, batch: dict, baseline_every: int) -> dict:
     """Every figure of the module docstring from one saved batch, at the policy that drew it."""
     import torch
 
+    from agents.base import pad_logps
     from trainers import grpo
 
     rollouts, group_ids, real = batch["rollouts"], batch["group_ids"], batch["real"]
@@ -184,19 +246,31 @@ def measure(policy, policy_name: str, batch: dict) -> dict:
     groups_in_order = list(dict.fromkeys(group_ids))
     members = {gid: [i for i, g in enumerate(group_ids) if g == gid] for gid in groups_in_order}
 
-    def per_group(rewards: np.ndarray, advantage: str) -> torch.Tensor:
-        adv = grpo.group_advantages(rewards, group_ids, mode=advantage)
+    def per_group_of(advantages: list[torch.Tensor]) -> torch.Tensor:
+        """One gradient per group from each sample's advantage (a scalar or one per token)."""
         rows = []
         for gid in groups_in_order:
             idx = members[gid]
-            if not float(adv[idx].abs().sum()):
+            adv = [advantages[i] for i in idx]
+            if not any(float(a.abs().sum()) for a in adv):
                 rows.append(torch.zeros(sum(p.numel() for p in params)))
                 continue
-            loss, _ = surrogate_loss(policy, [rollouts[i] for i in idx], adv[idx], kl_coef=0.0)
+            group_adv = torch.stack(adv) if adv[0].dim() == 0 else pad_logps(adv)[0]
+            loss, _ = surrogate_loss(policy, [rollouts[i] for i in idx], group_adv, kl_coef=0.0)
             rows.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)]))
         return torch.stack(rows)
 
+    def per_group(rewards: np.ndarray, advantage: str) -> torch.Tensor:
+        return per_group_of(list(grpo.group_advantages(rewards, group_ids, mode=advantage)))
+
     real_grads = per_group(real, "std")
+    real_mean_grads = per_group(real, "mean")
+    from wmrl_envs.libero.reward_model import load_reward_model
+
+    values = state_values(rollouts, baseline_every, load_reward_model())
+    tokens_per_step = rollouts[0].logp.numel() // len(values[0])
+    baseline_grads = per_group_of([torch.as_tensor(a, dtype=torch.float32)
+                                   for a in state_baseline_advantages(real, values, tokens_per_step)])
     blocks, offset = {}, 0
     for name, p in policy.named_parameters():
         if p.requires_grad:
@@ -225,10 +299,17 @@ def measure(policy, policy_name: str, batch: dict) -> dict:
                           "loss_change_other_half": (b["loss_change"] + c["loss_change"]) / 2}
                          for a, b, c in zip(in_sample, *held_out)]
     return {
-        "policy": policy_name, "seed": batch["seed"], "groups": len(groups_in_order), "episodes": len(rollouts),
+        "policy": policy_name, "seed": batch["seed"], "temperature": policy.config.temperature,
+        "groups": len(groups_in_order), "episodes": len(rollouts),
         "parameters": int(real_grads.shape[1]), "real_success": float(real.mean()),
         "silent_share_real": float(np.mean([real[idx].std() == 0 for idx in members.values()])),
         "real": {**noise_scale(real_grads), **half_batch_agreement(real_grads), "by_parameter": blocks},
+        "real_mean_advantage": {**noise_scale(real_mean_grads), **half_batch_agreement(real_mean_grads)},
+        "real_state_baseline": {**noise_scale(baseline_grads), **half_batch_agreement(baseline_grads),
+                                "expected_cosine_with_mean_advantage": expected_cosine(baseline_grads, real_mean_grads),
+                                "baseline_every": baseline_every,
+                                "value_at_start": float(np.mean([v[0] for v in values])),
+                                "value_auroc_by_step": value_auroc_by_step(real, values)},
         "world_model": {mode: {**noise_scale(g), "expected_cosine_with_real": expected_cosine(g, real_grads)}
                         for mode, g in wm_grads.items()},
         "adam_first_step": steps,
@@ -293,8 +374,10 @@ def report(results: list[dict]) -> str:
     def over_policies(get) -> str:
         return _mean_se([get(r) for r in results])
 
-    intro = (f"One batch per starting policy; every group of {GROUP_SIZE} both executed and scored by the success "
-             "model; gradients at the start. Mean ± SE over policies.")
+    temperatures = sorted({r.get("temperature", 1.0) for r in results})
+    intro = (f"One batch per starting policy, sampled at temperature {', '.join(f'{t:g}' for t in temperatures)}; "
+             f"every group of {GROUP_SIZE} both executed and scored by the success model; gradients at the start. "
+             "Mean ± SE over policies.")
     header = ("| policy | episodes | silent groups (real) | noise scale B, groups (real; ± jackknife SE; lower: "
               "signal +2 SE) | half-batch cosine | half-batch sign agreement | B, world model (std adv.) | "
               "cos(E g_wm, E g_real) std / mean adv. |")
@@ -327,6 +410,8 @@ def report(results: list[dict]) -> str:
             lines.append(f"| {lr:g} | {_mean_se([s['loss_change'] for s in steps])} | "
                          f"{_mean_se([s['loss_change_other_half'] for s in steps])} | "
                          f"{_mean_se([s['kl_old_new'] for s in steps])} |")
+    if all("real_state_baseline" in r for r in results):
+        lines += ["", baseline_table(results)]
     names = list(results[0]["real"]["by_parameter"])
     by_name = {n: [r["real"]["by_parameter"][n] for r in results] for n in names}
     blocks_intro = ("Noise scale of each parameter tensor alone (real rewards; an update training only that "
@@ -339,6 +424,47 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def baseline_table(results: list[dict]) -> str:
+    """Noise scale of the real-reward gradient under three advantages: GRPO's, the mean-only one,
+    and the state-value baseline (same expected gradient as mean-only, up to scale)."""
+    intro = ("Real rewards, three advantages of the same episodes: GRPO's `(R - mean_g) / std_g`, the mean-only "
+             "`R - mean_g` (Dr.GRPO), and the state-value baseline `R - V(s_t)` per action (V: the success "
+             "model's P(success | states so far)). B in groups (lower: signal +2 SE); the last columns check the "
+             "baseline: the cosine of its expected gradient with the mean-only one's (1 when both are resolved "
+             "and unbiased), and the AUROC of V for the outcome at steps " + ", ".join(map(str, VALUE_STEPS)) + ". "
+             "Noise at equal signal: tr(Sigma) of the state baseline over that of the mean-only advantage, whose "
+             f"expected gradient is (G - 1) / G = {(GROUP_SIZE - 1) / GROUP_SIZE:g} of the baseline's, so its "
+             "tr(Sigma) is divided by that squared; below 1 the baseline removes noise, and B falls by the same factor.")
+    lines = [intro, "", "| policy | B, GRPO | B, mean-only | B, state baseline | noise at equal signal, state "
+             "baseline / mean-only | sign agreement of half batches (mean-only / state baseline) | "
+             "cos(E g_baseline, E g_mean) | AUROC of V by step |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+
+    def b(stats: dict) -> str:
+        return f"{stats['noise_scale_groups']:.0f} (lower {stats['noise_scale_groups_lower']:.0f})"
+
+    ratios = [noise_ratio_at_equal_signal(r) for r in results]
+    for r, ratio in zip(results, ratios):
+        mean, base = r["real_mean_advantage"], r["real_state_baseline"]
+        aurocs = " / ".join(f"{v:.2f}" for v in base["value_auroc_by_step"].values())
+        lines.append(f"| {r['policy']} | {b(r['real'])} | {b(mean)} | {b(base)} | {ratio:.2f} | "
+                     f"{mean['half_batch_sign_agreement']:.3f} / {base['half_batch_sign_agreement']:.3f} | "
+                     f"{base['expected_cosine_with_mean_advantage']:.2f} | {aurocs} |")
+    lower = {name: _mean_se([r[key]["noise_scale_groups_lower"] for r in results])
+             for name, key in (("GRPO", "real"), ("mean-only", "real_mean_advantage"),
+                               ("state baseline", "real_state_baseline"))}
+    lines += ["", "Mean over policies: lower bounds of B " + ", ".join(f"{k} {v}" for k, v in lower.items())
+              + f"; noise at equal signal, state baseline / mean-only, {_mean_se(ratios)}."]
+    return "\n".join(lines)
+
+
+def noise_ratio_at_equal_signal(result: dict) -> float:
+    """tr(Sigma) of the state-baseline gradient over the mean-only one's rescaled to the same
+    expected gradient (the mean-only advantage shrinks it by (G - 1) / G)."""
+    shrink = (GROUP_SIZE - 1) / GROUP_SIZE
+    return result["real_state_baseline"]["trace_cov"] / (result["real_mean_advantage"]["trace_cov"] / shrink**2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=Path, default=Path("runs/libero"), help="bench/libero_vla.py's run folders")
@@ -346,20 +472,29 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=32, help="groups of 4 episodes per policy's batch")
     parser.add_argument("--tasks", type=int, nargs="+", default=[0, 2, 3, 5, 7])
     parser.add_argument("--seed", type=int, default=100, help="seeds the batch's tasks, init states and sampling")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the batch")
+    parser.add_argument("--baseline-every", type=int, default=20,
+                        help="steps between the success model's readings of V(s_t) for the state-value baseline")
+    parser.add_argument("--result", default="libero_gradient_noise",
+                        help="name of the bench/results/<name>.{json,md} files written")
     args = parser.parse_args()
     if args.groups < 4:
         raise SystemExit("--groups must be at least 4 (two halves of two groups)")
+    if not args.temperature > 0:
+        raise SystemExit(f"--temperature must be > 0, got {args.temperature}")
     setup_threads()
     results = []
     for name in args.policies:
-        out = args.runs / name / f"gradient-noise-g{args.groups}.json"
+        out = args.runs / name / f"gradient-noise-g{args.groups}{temperature_suffix(args.temperature)}.json"
         if not out.exists():
             print(f"{name}: {args.groups} groups of {GROUP_SIZE} episodes, executed and scored", flush=True)
-            batch = collect_batch(args.runs, name, args.groups, args.seed, args.tasks)
-            out.write_text(json.dumps(measure(load_policy(args.runs, name), name, batch), indent=2, default=float))
+            batch = collect_batch(args.runs, name, args.groups, args.seed, args.tasks, args.temperature)
+            policy = load_policy(args.runs, name, args.temperature)
+            out.write_text(json.dumps(measure(policy, name, batch, args.baseline_every),
+                                      indent=2, default=float))
         results.append(json.loads(out.read_text()))
-    md = write_result("libero_gradient_noise", {"policies": args.policies, "groups": args.groups,
-                                                "results": results}, report(results))
+    md = write_result(args.result, {"policies": args.policies, "groups": args.groups,
+                                    "temperature": args.temperature, "results": results}, report(results))
     print(md.read_text())
 
 

@@ -128,12 +128,12 @@ class OpenVLAPolicy(torch.nn.Module):
         columns, logps = [], []
         for _ in range(ACTION_DIM):
             logits = self.model(input_ids=ids, **inputs).logits[0, -1, self.action_ids].float()
-            logp = torch.log_softmax(logits, dim=-1)
+            # The tempered distribution's log-probs, as log_probs recomputes them.
+            logp = torch.log_softmax(logits / self.config.temperature, dim=-1)
             if greedy:
                 column = int(logp.argmax())
             else:
-                probs = torch.softmax(logp / self.config.temperature, dim=-1).cpu()
-                column = int(torch.multinomial(probs, 1, generator=generator))
+                column = int(torch.multinomial(logp.exp().cpu(), 1, generator=generator))
             columns.append(column)
             logps.append(float(logp[column]))
             ids = torch.cat([ids, self.action_ids[column].view(1, 1)], dim=1)
@@ -172,7 +172,7 @@ class OpenVLAPolicy(torch.nn.Module):
                 chosen = self.action_ids[torch.as_tensor(columns, device=self.config.device)]
                 ids = torch.cat([prompt_ids, chosen[None]], dim=1)
                 logits = self.model(input_ids=ids, **inputs).logits[0, -ACTION_DIM - 1:-1][:, self.action_ids].float()
-                logp = torch.log_softmax(logits, dim=-1)
+                logp = torch.log_softmax(logits / self.config.temperature, dim=-1)
                 steps.append(logp.gather(-1, torch.as_tensor(columns, device=logp.device)[:, None]).squeeze(-1))
             rows.append(torch.cat(steps).cpu())
         return pad_logps(rows)

@@ -43,7 +43,9 @@ class VLAConfig:
         hidden: Width of the trunk.
         blocks: Residual MLP blocks in the trunk.
         use_images: Also encode ``agentview_image`` (needs ``obs_mode="both"``).
-        temperature: Sampling temperature of :meth:`MiniVLAPolicy.generate`.
+        temperature: Sampling temperature of :meth:`MiniVLAPolicy.generate`. Log-probs (``act``'s and
+            ``log_probs``') are those of the tempered distribution the actions were drawn from, so
+            the GRPO ratio and gradient belong to the policy that sampled (as TRL and verl do).
     """
 
     hidden: int = 256
@@ -134,12 +136,12 @@ class MiniVLAPolicy(nn.Module):
         embedding = torch.as_tensor(instruction_embeddings([observation["instruction"]]))
         state, image = self.observation_inputs(observation)
         image_t = None if image is None or self.image_encoder is None else torch.as_tensor(image[None])
-        logp = torch.log_softmax(self(embedding, torch.as_tensor(state[None]), image_t)[0], dim=-1)
+        logp = torch.log_softmax(self(embedding, torch.as_tensor(state[None]), image_t)[0] / self.config.temperature,
+                                 dim=-1)
         if greedy:
             bins = logp.argmax(-1)
         else:
-            probs = torch.softmax(logp / self.config.temperature, dim=-1)
-            bins = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            bins = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)
         chosen = logp.gather(-1, bins[:, None]).squeeze(-1)
         bins_np = bins.numpy()
         return self.tokenizer.decode(bins_np).astype(np.float32), bins_np, chosen.numpy()
@@ -185,7 +187,8 @@ class MiniVLAPolicy(nn.Module):
             tokens = r.tokens
             steps = tokens["state"].shape[0]
             logits = self(tokens["embedding"].expand(steps, -1), tokens["state"], tokens["image"])
-            logp = torch.log_softmax(logits, dim=-1).gather(-1, tokens["bins"][..., None]).squeeze(-1)
+            logp = torch.log_softmax(logits / self.config.temperature, dim=-1)
+            logp = logp.gather(-1, tokens["bins"][..., None]).squeeze(-1)
             rows.append(logp.reshape(-1))
         return pad_logps(rows)
 

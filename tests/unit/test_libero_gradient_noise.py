@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
+
+from agents.base import Rollout
+from wmrl_envs.libero.reward_model import SuccessRewardModel, load_reward_model
+from wmrl_envs.libero.tasks import TASK_NAMES
+from wmrl_envs.libero.trajectory import Trajectory
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +97,74 @@ def test_report_renders_each_policy_and_the_adam_probe(noise):
               "world_model": {"std": wm, "mean": wm},
               "adam_first_step": {subset: [{"learning_rate": lr, "loss_change": -1e-4, "loss_change_other_half": 2e-4,
                                             "kl_old_new": 1e-3} for lr in noise.PROBE_LEARNING_RATES]
-                                  for subset in noise.TRAINED}}
+                                  for subset in noise.TRAINED},
+              "real_mean_advantage": {**stats, "noise_scale_groups": 90.0, "trace_cov": 0.45},
+              "real_state_baseline": {**stats, "noise_scale_groups": 30.0, "noise_scale_groups_lower": 12.0,
+                                      "trace_cov": 0.4,
+                                      "expected_cosine_with_mean_advantage": 0.97,
+                                      "value_auroc_by_step": {"0": 0.6, "100": 0.8}}}
     md = noise.report([result, {**result, "policy": "bc-s3"}])
+    # 0.45 / 0.75^2 = 0.8 is the mean-only noise at the baseline's signal; 0.4 / 0.8 = 0.5.
+    assert "| bc-s6 | 120 (lower 60) | 90 (lower 60) | 30 (lower 12) | 0.50 | 0.503 / 0.503 | 0.97 | 0.60 / 0.80 |" in md
+    assert "state baseline 12 ± 0; noise at equal signal, state baseline / mean-only, 0.5 ± 0." in md
     assert "| bc-s6 | 128 | 0.50 | 120 ± 30 (lower 60) |" in md and "| bc-s3 |" in md
     assert md.count("| 0.0001 |") == len(noise.TRAINED) and "Trained: biases and norms" in md
     assert md.index("| head.bias | 40 ± 0 | 2/2 |") < md.index("| head.weight | n/a | 0/2 |")
+
+
+def _rollout(states: np.ndarray) -> Rollout:
+    steps = len(states)
+    return Rollout(task_id=TASK_NAMES[2], group_id=0, response=None, tokens={"state": torch.as_tensor(states)},
+                   logp=torch.zeros(7 * steps), meta={"init_state": 3})
+
+
+def test_state_values_see_only_the_states_so_far(noise):
+    # A baseline that read a later state would bias the gradient: V at step t must not change
+    # when anything after step t does, and it is the model's reading of the prefix up to the last
+    # reading point. The shipped model saturates on made-up states, so a small linear success
+    # model of the same class reads them here.
+    rng = np.random.default_rng(0)
+    shipped = load_reward_model()
+    width = shipped.mean.shape[0]
+    model = SuccessRewardModel([rng.normal(scale=0.05, size=(width, 1)).astype(np.float32), np.zeros(1, np.float32)],
+                               np.zeros(width, np.float32), np.ones(width, np.float32))
+    states = rng.normal(scale=0.1, size=(60, 96)).astype(np.float32)
+    later_changed = states.copy()
+    later_changed[21:] += 1.0
+    every = 20
+    values, changed = (noise.state_values([_rollout(s)], every, model)[0] for s in (states, later_changed))
+    assert values.shape == (60,) and 0.01 < values.min() and values.max() < 0.99
+    np.testing.assert_array_equal(values[:21], changed[:21])  # read at steps 0 and 20
+    assert not np.allclose(values[40:], changed[40:])  # the reading at step 40 sees states 21-40
+    episode = Trajectory(2, 3, states[:, :8], states[:, 8:].reshape(60, 8, 11))
+    for t in (0, 19, 20, 45):
+        read_at = t - t % every
+        assert values[t] == pytest.approx(model.predict([episode.prefix(read_at)])[0], rel=1e-6)
+
+
+def test_state_baseline_advantages_repeat_each_step_over_its_tokens(noise):
+    advantages = noise.state_baseline_advantages(np.array([1.0, 0.0]), [np.array([0.25, 0.5]), np.array([0.1])], 3)
+    np.testing.assert_allclose(advantages[0], [0.75] * 3 + [0.5] * 3)
+    np.testing.assert_allclose(advantages[1], [-0.1] * 3)
+
+
+def test_auroc_matches_scikit_learn_with_ties(noise):
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 2, 200).astype(float)
+    scores = np.round(labels * 0.3 + rng.uniform(size=200), 1)  # rounding makes ties
+    assert noise.auroc(scores, labels) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+    assert math.isnan(noise.auroc(scores, np.ones(200)))
+
+
+def test_value_auroc_uses_the_episodes_still_running(noise):
+    values = [np.array([0.9] * 150), np.array([0.1] * 520), np.array([0.2] * 520)]
+    by_step = noise.value_auroc_by_step(np.array([1.0, 0.0, 1.0]), values)
+    assert by_step["0"] == pytest.approx(1.0)  # 0.9 and 0.2 both above 0.1
+    assert math.isnan(by_step["200"]) is False and by_step["200"] == pytest.approx(1.0)  # 0.2 > 0.1
+    values[2][:] = 0.05
+    assert noise.value_auroc_by_step(np.array([1.0, 0.0, 1.0]), values)["200"] == pytest.approx(0.0)
 
 
 def test_jackknife_matches_refitting_without_each_group(noise):

@@ -18,6 +18,7 @@ from trainers.adapters import GroupOutcome
 from trainers.wmrl import WMRLTrainer
 from trainers.wmrl_config import WMRLConfig
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.libero.embeddings import instruction_embeddings
 from wmrl_envs.libero.reward_model import SuccessRewardModel, trajectory_features
 from wmrl_envs.libero.sim import MAX_OBJECTS, SLOT_DIM
 from wmrl_envs.libero.tasks import INSTRUCTIONS, TASK_NAMES, task_index
@@ -85,6 +86,24 @@ def test_policy_log_probs_are_exactly_the_sampled_ones():
     assert torch.allclose(logp, torch.stack([r.logp for r in rollouts]), atol=1e-5)
     logp.sum().backward()
     assert policy.head.weight.grad is not None
+
+
+def test_log_probs_are_those_of_the_tempered_distribution_that_sampled():
+    # A ratio or gradient of untempered log-probs under tempered sampling belongs to no policy.
+    torch.manual_seed(0)
+    policy = MiniVLAPolicy(VLAConfig(hidden=32, blocks=1, temperature=0.5))
+    rollouts = policy.generate([EpisodePrompt(FakeEnv(), 3, 0)], group_size=2, group_ids=[7],
+                               generator=torch.Generator().manual_seed(0))
+    logp, _ = policy.log_probs(rollouts)
+    assert torch.allclose(logp, torch.stack([r.logp for r in rollouts]), atol=1e-5)
+    obs = observation(0, 3)
+    with torch.no_grad():
+        logits = policy(torch.as_tensor(instruction_embeddings([obs["instruction"]])),
+                        torch.as_tensor(MiniVLAPolicy.observation_inputs(obs)[0][None]))[0]
+    _, bins, chosen = policy.act(obs, generator=torch.Generator().manual_seed(1))
+    tempered = torch.log_softmax(logits / 0.5, dim=-1)[torch.arange(7), torch.as_tensor(bins)]
+    np.testing.assert_allclose(chosen, tempered.numpy(), atol=1e-5)
+    assert not np.allclose(chosen, torch.log_softmax(logits, dim=-1)[torch.arange(7), torch.as_tensor(bins)].numpy())
 
 
 def test_image_policy_encodes_frames():

@@ -107,7 +107,7 @@ class SuccessRewardModel:
         for i in range(0, len(self.weights) - 2, 2):
             h = np.maximum(h @ self.weights[i] + self.weights[i + 1], 0.0)
         logits = (h @ self.weights[-2] + self.weights[-1]).reshape(-1).astype(np.float64)
-        return 1.0 / (1.0 + np.exp(-logits))
+        return np.exp(-np.logaddexp(0.0, -logits))  # the sigmoid, without overflow for very negative logits
 
     def save(self, path: str | Path) -> None:
         meta = dict(self.meta or {})
