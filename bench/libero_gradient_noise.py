@@ -144,6 +144,7 @@ def collect_batch(runs: Path, policy_name: str, groups: int, seed: int, tasks: l
     out = runs / policy_name / f"gradient-batch-g{groups}{temperature_suffix(temperature)}.pt"
     if out.exists():
         return torch.load(out, weights_only=False)  # our own file, written below
+    print(f"{policy_name}: {groups} groups of {GROUP_SIZE} episodes, executed and scored", flush=True)
     from trainers.families.libero import LiberoAdapter
     from trainers.wmrl import WMRLTrainer
     from trainers.wmrl_config import WMRLConfig
@@ -240,6 +241,7 @@ def measure(policy, policy_name: str, batch: dict, baseline_every: int) -> dict:
 
     from agents.base import pad_logps
     from trainers import grpo
+    from wmrl_envs.libero.reward_model import load_reward_model
 
     rollouts, group_ids, real = batch["rollouts"], batch["group_ids"], batch["real"]
     params = [p for p in policy.parameters() if p.requires_grad]
@@ -265,8 +267,6 @@ def measure(policy, policy_name: str, batch: dict, baseline_every: int) -> dict:
 
     real_grads = per_group(real, "std")
     real_mean_grads = per_group(real, "mean")
-    from wmrl_envs.libero.reward_model import load_reward_model
-
     values = state_values(rollouts, baseline_every, load_reward_model())
     tokens_per_step = rollouts[0].logp.numel() // len(values[0])
     baseline_grads = per_group_of([torch.as_tensor(a, dtype=torch.float32)
@@ -482,12 +482,14 @@ def main() -> None:
         raise SystemExit("--groups must be at least 4 (two halves of two groups)")
     if not args.temperature > 0:
         raise SystemExit(f"--temperature must be > 0, got {args.temperature}")
+    if args.baseline_every < 1:
+        raise SystemExit(f"--baseline-every must be at least 1, got {args.baseline_every}")
     setup_threads()
     results = []
     for name in args.policies:
         out = args.runs / name / f"gradient-noise-g{args.groups}{temperature_suffix(args.temperature)}.json"
-        if not out.exists():
-            print(f"{name}: {args.groups} groups of {GROUP_SIZE} episodes, executed and scored", flush=True)
+        measured = json.loads(out.read_text()) if out.exists() else None
+        if measured is None or measured.get("real_state_baseline", {}).get("baseline_every") != args.baseline_every:
             batch = collect_batch(args.runs, name, args.groups, args.seed, args.tasks, args.temperature)
             policy = load_policy(args.runs, name, args.temperature)
             out.write_text(json.dumps(measure(policy, name, batch, args.baseline_every),
