@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -17,6 +19,19 @@ def setup_threads() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+def concordance(labels: np.ndarray, scores: np.ndarray) -> tuple[float, int]:
+    """Concordant (success, failure) score pairs, ties counted half, and the number of pairs."""
+    pos, neg = scores[labels > 0.5], scores[labels <= 0.5]
+    wins = (pos[:, None] > neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()
+    return float(wins), len(pos) * len(neg)
+
+
+def auroc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """P(a success scores above a failure), ties counted half; NaN without both outcomes."""
+    wins, pairs = concordance(labels, scores)
+    return wins / pairs if pairs else float("nan")
 
 
 def write_result(name: str, payload: dict[str, Any], markdown: str) -> Path:

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from libero_common import setup_threads, write_result
+from libero_common import auroc, setup_threads, write_result
 
 if TYPE_CHECKING:
     import torch
@@ -181,31 +181,19 @@ def state_values(rollouts, every: int, model) -> list[np.ndarray]:
     """A success model's P(success | states so far) at every step of each rollout, read every
     ``every`` steps and held in between: ``V`` at step ``t`` sees states ``0..t`` only (the state
     action ``t`` is taken in, and earlier ones), so as a baseline it leaves the gradient unbiased."""
-    from wmrl_envs.libero.sim import MAX_OBJECTS, PROPRIO_DIM
-    from wmrl_envs.libero.tasks import task_index
-    from wmrl_envs.libero.trajectory import Trajectory
+    from agents.vla.policy import MiniVLAPolicy
 
     values = []
     for rollout in rollouts:
-        states = rollout.tokens["state"].numpy()  # [T, proprio + object slots], as the policy read them
-        episode = Trajectory(task_index(rollout.task_id), int(rollout.meta["init_state"]), states[:, :PROPRIO_DIM],
-                             states[:, PROPRIO_DIM:].reshape(len(states), MAX_OBJECTS, -1))
-        read_at = range(0, len(states), every)
-        values.append(np.repeat(model.predict([episode.prefix(t) for t in read_at]), every)[:len(states)])
+        episode = MiniVLAPolicy.states_trajectory(rollout)
+        steps = episode.steps + 1  # one state per action
+        values.append(np.repeat(model.predict([episode.prefix(t) for t in range(0, steps, every)]), every)[:steps])
     return values
 
 
 def state_baseline_advantages(real: np.ndarray, values: list[np.ndarray], tokens_per_step: int) -> list[np.ndarray]:
     """Per-token advantages ``R_i - V_i(s_t)``, each step's value repeated over its action tokens."""
     return [np.repeat(r - v, tokens_per_step) for r, v in zip(real, values)]
-
-
-def auroc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """P(a success scores above a failure), ties counted half; NaN without both outcomes."""
-    pos, neg = scores[labels > 0.5], scores[labels <= 0.5]
-    if not len(pos) or not len(neg):
-        return math.nan
-    return float(((pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean()))
 
 
 #: Steps at which the report shows how well the value predicts the episode's outcome.
@@ -218,7 +206,7 @@ def value_auroc_by_step(real: np.ndarray, values: list[np.ndarray]) -> dict[str,
     out = {}
     for t in VALUE_STEPS:
         alive = [i for i, v in enumerate(values) if len(v) > t]
-        out[str(t)] = auroc(np.array([values[i][t] for i in alive]), real[alive]) if alive else math.nan
+        out[str(t)] = auroc(real[alive], np.array([values[i][t] for i in alive])) if alive else math.nan
     return out
 
 

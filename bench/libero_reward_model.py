@@ -23,15 +23,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from libero_common import setup_threads, write_result
+from libero_common import auroc, setup_threads, write_result
 
 HORIZONS = (60, 120, 200, 260, 380, 520)
-
-
-def auroc(labels: np.ndarray, scores: np.ndarray) -> float:
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score(labels, scores)) if len(set(labels.tolist())) == 2 else float("nan")
 
 
 def score_at(model, episodes, horizon: int) -> tuple[np.ndarray, np.ndarray]:

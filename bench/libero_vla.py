@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from curves import crossing, draw_curve, mean_curve
-from libero_common import setup_threads, write_result
+from libero_common import concordance, setup_threads, write_result
 
 if TYPE_CHECKING:
     import torch
@@ -404,20 +404,13 @@ def collect_drift(runs: Path) -> dict[str, dict[int, dict[str, float]]]:
     return found
 
 
-def _concordance(scores: np.ndarray, labels: np.ndarray) -> tuple[float, int]:
-    """Concordant (success, failure) score pairs, ties counted half, and the number of pairs."""
-    pos, neg = scores[labels == 1], scores[labels == 0]
-    wins = (pos[:, None] > neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()
-    return float(wins), len(pos) * len(neg)
-
-
 def anchor_group_stats(wm: np.ndarray, real: np.ndarray, calibrated: np.ndarray, group_size: int) -> dict[str, float]:
     """How the success model scores anchor groups (consecutive blocks of ``group_size``), whose
     episodes were also executed: AUROC over all anchors and within groups of mixed outcome (the
     only ranking GRPO uses), and, in groups whose real outcomes are all alike (no signal under
     real rewards), the spread of the calibrated scores that GRPO's std normalisation scales up."""
-    wins, pairs = _concordance(wm, real)
-    within = [_concordance(wm[i:i + group_size], real[i:i + group_size]) for i in range(0, len(wm), group_size)]
+    wins, pairs = concordance(real, wm)
+    within = [concordance(real[i:i + group_size], wm[i:i + group_size]) for i in range(0, len(wm), group_size)]
     silent = [calibrated[i:i + group_size].std() for i in range(0, len(wm), group_size)
               if real[i:i + group_size].min() == real[i:i + group_size].max()]
     mixed_pairs = sum(n for _, n in within)

@@ -30,7 +30,8 @@ from agents.vla.tokenizer import ACTION_DIM, N_BINS, ActionTokenizer
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.libero.embeddings import EMBEDDING_DIM, instruction_embeddings
 from wmrl_envs.libero.sim import MAX_OBJECTS, PROPRIO_DIM, SLOT_DIM
-from wmrl_envs.libero.tasks import SAMPLED_INIT_STATES_START, TASK_NAMES
+from wmrl_envs.libero.tasks import SAMPLED_INIT_STATES_START, TASK_NAMES, task_index
+from wmrl_envs.libero.trajectory import Trajectory
 
 STATE_DIM = PROPRIO_DIM + MAX_OBJECTS * SLOT_DIM
 
@@ -128,6 +129,14 @@ class MiniVLAPolicy(nn.Module):
         """The state vector ``[96]`` and the image (or None) of one env observation."""
         state = np.concatenate([observation["proprio"], np.asarray(observation["object_state"]).ravel()])
         return state.astype(np.float32), observation.get("agentview_image")
+
+    @staticmethod
+    def states_trajectory(rollout: Rollout) -> Trajectory:
+        """The states a rollout's policy read (the inverse of :meth:`observation_inputs`), as a
+        :class:`Trajectory` without actions or outcome, for models that read episodes."""
+        states = rollout.tokens["state"].numpy()
+        return Trajectory(task_index(rollout.task_id), int(rollout.meta["init_state"]), states[:, :PROPRIO_DIM],
+                          states[:, PROPRIO_DIM:].reshape(len(states), MAX_OBJECTS, SLOT_DIM))
 
     @torch.no_grad()
     def act(self, observation: dict[str, Any], generator: torch.Generator | None = None,

@@ -154,8 +154,8 @@ def test_auroc_matches_scikit_learn_with_ties(noise):
     rng = np.random.default_rng(1)
     labels = rng.integers(0, 2, 200).astype(float)
     scores = np.round(labels * 0.3 + rng.uniform(size=200), 1)  # rounding makes ties
-    assert noise.auroc(scores, labels) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
-    assert math.isnan(noise.auroc(scores, np.ones(200)))
+    assert noise.auroc(labels, scores) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+    assert math.isnan(noise.auroc(np.ones(200), scores))
 
 
 def test_value_auroc_uses_the_episodes_still_running(noise):
