@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -19,6 +20,12 @@ def setup_threads() -> None:
     import torch
 
     torch.set_num_threads(1)
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and standard error (``ddof=1``; NaN for a single value) of per-seed or per-policy figures."""
+    se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else float("nan")
+    return float(np.mean(values)), se
 
 
 def concordance(labels: np.ndarray, scores: np.ndarray) -> tuple[float, int]:

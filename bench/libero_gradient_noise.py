@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from libero_common import auroc, setup_threads, write_result
+from libero_common import auroc, mean_se, setup_threads, write_result
 
 if TYPE_CHECKING:
     import torch
@@ -354,8 +354,8 @@ def _mean_se(values: list[float]) -> str:
     values = [v for v in values if math.isfinite(v)]
     if not values:
         return "n/a"
-    se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
-    return f"{np.mean(values):.3g} ± {se:.2g}" if math.isfinite(se) else f"{np.mean(values):.3g}"
+    mean, se = mean_se(values)
+    return f"{mean:.3g} ± {se:.2g}" if math.isfinite(se) else f"{mean:.3g}"
 
 
 def report(results: list[dict]) -> str:

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from curves import crossing, draw_curve, mean_curve
-from libero_common import concordance, setup_threads, write_result
+from libero_common import concordance, mean_se, setup_threads, write_result
 
 if TYPE_CHECKING:
     import torch
@@ -446,11 +446,6 @@ def collect_anchor_groups(runs: Path) -> dict[str, dict[int, dict[str, float]]]:
     return found
 
 
-def _mean_se(values: list[float]) -> tuple[float, float]:
-    se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else float("nan")
-    return float(np.mean(values)), se
-
-
 def real_counterpart(policy: str) -> str:
     """The real-GRPO run a fine-tune is compared with: ``wmrl-<variant>`` against ``real-<variant>``."""
     return "real" + policy[len("wmrl"):] if policy.startswith("wmrl") else "real"
@@ -464,9 +459,9 @@ def summarise(rows: list[dict[str, Any]], curves: dict[str, list[dict[str, Any]]
     bc = {(r["seed"], tuple(r["tasks"])): r["success"] for r in by_policy.get("bc", [])}
     summary = {}
     for policy, group in by_policy.items():
-        mean, se = _mean_se([r["success"] for r in group])
+        mean, se = mean_se([r["success"] for r in group])
         paired = [r["success"] - bc[r["seed"], tuple(r["tasks"])] for r in group if (r["seed"], tuple(r["tasks"])) in bc]
-        gain, gain_se = _mean_se(paired) if paired and policy != "bc" else (float("nan"), float("nan"))
+        gain, gain_se = mean_se(paired) if paired and policy != "bc" else (float("nan"), float("nan"))
         summary[policy] = {"seeds": sorted(r["seed"] for r in group), "trials": [r["trials"] for r in group],
                            "tasks": group[0]["tasks"],
                            "success": mean, "success_se": se, "gain_over_bc": gain, "gain_over_bc_se": gain_se,
@@ -478,7 +473,7 @@ def summarise(rows: list[dict[str, Any]], curves: dict[str, list[dict[str, Any]]
         gains = np.array([[p["heldout_mean"] - bc[r["seed"], tuple(r["tasks"])] for p in r["curve"]]
                           for r in curves[policy] if (r["seed"], tuple(r["tasks"])) in bc])
         if len(gains):
-            summary[policy]["curve_gain_over_bc"] = [_mean_se(list(column)) for column in gains.T]
+            summary[policy]["curve_gain_over_bc"] = [mean_se(list(column)) for column in gains.T]
         summary[policy]["curve"] = {k: v.tolist() for k, v in curve.items()}
     comparisons = {}
     for policy in (p for p in mean_curves if p.startswith("wmrl")):
@@ -546,7 +541,7 @@ def _training_lines(training: dict[str, dict[int, list[float]]]) -> list[str]:
     for policy, by_seed in training.items():
         updates = min(len(v) for v in by_seed.values())
         columns = [[v[u] for v in by_seed.values() if math.isfinite(v[u])] for u in range(updates)]
-        points = ", ".join(f"{u + 1}: {_fmt(*_mean_se(c))}" for u, c in enumerate(columns) if c)
+        points = ", ".join(f"{u + 1}: {_fmt(*mean_se(c))}" for u, c in enumerate(columns) if c)
         lines.append(f"- `{policy}` (seeds {','.join(map(str, sorted(by_seed)))}): {points}")
     return lines
 
@@ -597,7 +592,7 @@ def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
                   "| policy | seeds | tokens changed | steps with a change | shift (bins) | KL per token |",
                   "|---|---|---:|---:|---:|---:|"]
         for policy, by_seed in drift.items():
-            cells = [_fmt(*_mean_se([d[key] for d in by_seed.values()])) for key in
+            cells = [_fmt(*mean_se([d[key] for d in by_seed.values()])) for key in
                      ("token_flip_rate", "step_flip_rate", "bin_shift_when_flipped", "kl_start_to_policy")]
             lines.append(f"| `{policy}` | {','.join(map(str, sorted(by_seed)))} | {' | '.join(cells)} |")
     if anchors:
@@ -611,7 +606,7 @@ def report_markdown(rows: list[dict[str, Any]], summary: dict[str, Any],
             values = [[d[key] for d in by_seed.values() if math.isfinite(d[key])]
                       for key in ("silent_share", "auroc", "auroc_within_groups", "silent_calibrated_std_median",
                                   "silent_share_spread_over_0.01")]
-            cells = [_fmt(*_mean_se(v)) if v else "—" for v in values]
+            cells = [_fmt(*mean_se(v)) if v else "—" for v in values]
             groups = sum(d["groups"] for d in by_seed.values())
             lines.append(f"| `{policy}` | {','.join(map(str, sorted(by_seed)))} | {groups} | {' | '.join(cells)} |")
     if protocol:
