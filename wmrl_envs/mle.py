@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import gymnasium as gym
 from gymnasium import spaces
 
+from wmrl_envs import outcome
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.scoring import (
@@ -210,14 +211,21 @@ class MLEDojoEnv(gym.Env):
         return f"# Task: {task.spec.name}\n\n{task.description.strip()}\n\n## Response format\n{RESPONSE_FORMAT}\n{turns}\n"
 
     def feedback(self, result: ScoreResult, terminated: bool) -> str:
-        """Feedback for one turn. Held-out tasks never reveal their test score."""
+        """Feedback for one turn, in the sandbox's format whether the script ran or not.
+
+        A world-model turn reports the predicted outcome, marked as predicted: a proved failure
+        gives the exact result line the run would have given, an estimate the predicted
+        exception class or "valid, estimated score". Held-out tasks never reveal a test score.
+        """
         parts = [f"## Attempt {self._turn}/{self.max_turns}"]
         if result.stdout.strip():
             parts.append("stdout (tail):\n" + result.stdout[-FEEDBACK_TAIL_CHARS:])
         if result.infra_failure:
             parts.append(f"The run could not be evaluated ({result.error}). This attempt is not scored.")
-        elif result.valid is None:  # world-model scored: nothing ran
-            parts.append(self._world_model_line(result))
+        elif result.status == outcome.NO_CODE:
+            parts.append(f"Result: {result.error}")
+        elif not result.executed:
+            parts.append(self._predicted_line(result))
         elif not result.valid:
             if result.stderr.strip():
                 parts.append("stderr (tail):\n" + result.stderr[-FEEDBACK_TAIL_CHARS:])
@@ -230,12 +238,19 @@ class MLEDojoEnv(gym.Env):
             parts.append("The episode is over.")
         return "\n\n".join(parts) + "\n"
 
-    def _world_model_line(self, result: ScoreResult) -> str:
-        """A world-model estimate says so: nothing ran, so nothing is known to be valid."""
-        line = "Result: the script was not run; a world model scored it"
+    def _predicted_line(self, result: ScoreResult) -> str:
+        """A world-model (or proved) outcome says that it is predicted: the script did not run."""
+        if result.proved:
+            return f"Result: {result.error} [predicted: proved without running the script]"
+        if result.status and result.status != outcome.VALID:
+            what = f"{result.status} ({result.exception})" if result.exception else result.status
+            return (f"Result: predicted to fail: {what}; P(valid) = {result.p_valid:.2f} "
+                    "[predicted: estimated by a world model, the script was not run]")
         if self._task.spec.is_heldout:
-            return line + ". Scores are hidden on held-out tasks."
-        return line + f" (estimated score {result.score:.3f})."
+            return "Result: predicted valid [predicted: estimated by a world model, the script was not run]. " \
+                   "Scores are hidden on held-out tasks."
+        return (f"Result: predicted valid, estimated score ~ {result.score:.3f} "
+                "[predicted: estimated by a world model, the script was not run]")
 
     def _score_line(self, result: ScoreResult) -> str:
         spec = self._task.spec
@@ -264,6 +279,11 @@ class MLEDojoEnv(gym.Env):
             "error": result.error,
             "infra_failure": result.infra_failure,
             "status": result.status,
+            "exception": result.exception,
+            "proved": result.proved,
+            "executed": result.executed,
+            "feedback_predicted": not result.executed and not result.infra_failure,
+            "p_valid": result.p_valid,
             "cost": dict(result.cost),
             "fusion_weight": result.fusion_weight,
             "leaderboard": dict(result.leaderboard),

@@ -156,7 +156,9 @@ def test_world_model_reward_predicts_rpg_with_the_dsbench_calibrator():
     env.reset(seed=0, options={"task_id": TRAIN_TASK})
     obs, reward, terminated, _, info = env.step(response(TRAIN_TASK))
     assert terminated and info["stream"] == "world_model" and info["valid"] is None  # nothing ran
-    assert f"not run; a world model scored it (estimated score {reward:.3f})" in obs and "valid" not in obs
+    # The prediction says it is one: estimated, the script was not run.
+    assert f"predicted valid, estimated score ~ {reward:.3f}" in obs and "the script was not run" in obs
+    assert info["feedback_predicted"] and not info["executed"] and not info["proved"]
     assert reward == info["wm_score_calibrated"] and info["rpg"] is None and info["real_score"] is None
     assert info["cost"]["execution_s"] == 0.0 and info["cost"]["world_model_s"] > 0
     env.close()

@@ -144,11 +144,16 @@ def test_broken_scripts_predict_lower_than_a_strong_reference(model, heldout_tas
     assert sum(broken) / len(broken) < sum(strong) / len(strong)
 
 
-def test_a_script_that_does_not_parse_scores_zero(model, heldout_tasks):
+def test_a_script_that_does_not_parse_is_a_proved_syntax_error(model, heldout_tasks):
     task = heldout_tasks[0]
     bad = mutate(_script(task, "hist_gb"), "syntax_error", task.spec, seed=0)
     prediction = model.predict([task], [bad])[0]
-    assert prediction.score == 0.0 and prediction.parsed and "does not parse" in prediction.error
+    assert prediction.score == 0.0 and prediction.parsed and prediction.proved
+    assert prediction.status == "syntax_error" and prediction.exception == "SyntaxError"
+    assert prediction.message.startswith("SyntaxError: ")
+    # Without the prover the score-only model still gives the script nothing.
+    unproved = SurrogateWorldModel(prove=False).predict([task], [bad])[0]
+    assert unproved.score == 0.0 and not unproved.proved and "does not parse" in unproved.error
 
 
 def test_empty_batch_and_mismatched_lengths(model, heldout_tasks):

@@ -48,8 +48,10 @@ class CodeTaskAdapter:
 def charge(ledger: ComputeLedger, groups: Sequence[ScoredGroup]) -> None:
     """Charge the groups' world-model and execution seconds to the ledger."""
     samples = [s for g in groups for s in g.samples]
-    predicted = [s for s in samples if s.wm_score_raw is not None or (s.stream != "real" and s.infra_failure)]
-    executed = [s for s in samples if s.status]
+    # A proof settles a script without running it, on any stream: world-model time.
+    predicted = [s for s in samples if s.wm_score_raw is not None or s.proved
+                 or (s.stream != "real" and s.infra_failure)]
+    executed = [s for s in samples if s.executed]
     if predicted:
         ledger.add("world_model", sum(s.cost.get("world_model_cpu_s", 0.0) for s in predicted),
                    sum(s.cost.get("world_model_s", 0.0) for s in predicted), count=len(predicted))

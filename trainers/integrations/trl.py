@@ -259,7 +259,9 @@ class WMRLReward:
         out["reward/dropped"] = float(sum(s.infra_failure for s in samples))
         out["cost/execution_s"] = float(sum(s.cost.get("execution_s", 0.0) for s in samples))
         out["cost/world_model_s"] = float(sum(s.cost.get("world_model_s", 0.0) for s in samples))
-        out["cost/executions"] = float(sum(bool(s.status) for s in samples))
+        out["cost/executions"] = float(sum(s.executed for s in samples))
+        out["cost/proved_unexecuted"] = float(sum(s.proved and not s.executed and s.stream != "world_model"
+                                                  for s in samples))
         out["cost/predictions"] = float(sum(s.wm_score_raw is not None for s in samples))
         return out
 

@@ -13,8 +13,11 @@ A family's *scorer* produces raw scores (code: one world-model batch and one san
 model). :meth:`ScoringCore.fuse` then turns raw scores into rewards, the same way for every family:
 
 1. every anchor's world-model score is calibrated by the current map (an out-of-sample value
-   for ``info``), then the batch's anchor pairs are added to the calibrator, in order;
-2. world-model groups get calibrated scores (``debias``) or raw scores clipped to range;
+   for ``info``), then the batch's anchor pairs are added to the calibrator, in order; a
+   calibrator lost for good (a Ray actor that could not be restarted) makes them all
+   infrastructure failures instead;
+2. world-model groups get calibrated scores (``debias``) or raw scores clipped to range; a
+   proved failure keeps its exact 0;
 3. executed samples get their real score; an infrastructure failure gets NaN (dropped);
 4. every anchor sample gets the current weight ``w_A``, every other sample 1.
 
@@ -31,9 +34,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from wmrl_envs.calibration import Calibrator
-from wmrl_envs.errors import ConfigError
+from wmrl_envs.errors import CalibratorLostError, ConfigError
 from wmrl_envs.scoring.fusion import FusionConfig, anchor_weight
-from wmrl_envs.scoring.results import ScoredGroup
+from wmrl_envs.scoring.results import ScoredGroup, bounded
 from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, StepSchedule, check_stream
 
 
@@ -102,28 +105,47 @@ class ScoringCore:
         anchors = [g for g in groups if g.stream == "anchor"]
         for g in anchors:
             self._calibrate(g)
-        for g in anchors:
-            wm, real = g.pairs
-            if wm.size:
-                self.calibrator.add_pairs(wm, real, [g.task_id] * int(wm.size), strata=g.pair_strata)
+        fed = self._feed(anchors)
         for g in groups:
             if g.stream == "world_model":
                 self._calibrate(g)
-        weight = self.anchor_weight() if anchors else 1.0
+        weight = self.anchor_weight() if anchors and fed else 1.0
         for g in groups:
             for s in g.samples:
                 if g.stream in ("real", "anchor"):
                     s.score = np.nan if s.infra_failure or s.real_score is None else float(s.real_score)
                 elif s.infra_failure:
                     s.score = np.nan
+                elif s.proved:
+                    s.score = 0.0  # an exact failure: no map may move it
                 elif s.wm_score_raw is not None:
                     s.score = float(s.wm_score_calibrated if self.debias else self._clip(s.wm_score_raw))
                 s.fusion_weight = weight if g.stream == "anchor" else 1.0
         return list(groups)
 
+    def _feed(self, anchors: list[ScoredGroup]) -> bool:
+        """Add the anchors' pairs to the calibrator, in order; False when it is lost for good, and
+        then every anchor sample is an infrastructure failure (its pair can enter no calibrator)."""
+        try:
+            for g in anchors:
+                wm, real = g.pairs
+                if wm.size:
+                    self.calibrator.add_pairs(wm, real, [g.task_id] * int(wm.size), strata=g.pair_strata)
+        except CalibratorLostError as exc:
+            error = bounded(f"infrastructure failure (not a score): {exc}")
+            for g in anchors:
+                for s in g.samples:
+                    s.infra_failure, s.error = True, error
+            return False
+        return True
+
     def _calibrate(self, group: ScoredGroup) -> None:
         wm = group.wm_raw
         ok = np.isfinite(wm)
+        for s, keep in zip(group.samples, ok):
+            if keep and s.proved:
+                s.wm_score_calibrated = s.wm_score_raw  # exact, whatever the map says
+        ok &= ~np.array([s.proved for s in group.samples], dtype=bool)
         if not ok.any():
             return
         calibrated = self.calibrator.calibrate(wm[ok], [group.task_id] * int(ok.sum()))

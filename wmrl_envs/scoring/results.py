@@ -66,7 +66,18 @@ class ScoreResult:
         fusion_weight: The inverse-variance weight of the sample (``w_A`` for an anchor, 1
             otherwise) at the time it was scored.
         stdout, stderr: Tails of the run's output.
-        status: The executor's status of the run (``ok``, ``error``, ``timeout``, ...).
+        status: How the script ended, in the one vocabulary of :mod:`wmrl_envs.outcome` on every
+            stream: executed, proved without running, or predicted by the world model
+            (``""`` until scored; ``infra_failure`` when nothing could be said).
+        exception: The short class of the exception the script raised (or is proved or
+            predicted to raise); None otherwise.
+        proved: The outcome was proved without running (:mod:`wmrl_envs.world_models.proofs`):
+            its reward and its calibrator pair equal what executing it gives.
+        executed: The script ran in the sandbox.
+        execution_status: The executor's own status of an executed run (``ok``, ``error``,
+            ``timeout``, ``memory``, ``infra_error``); ``""`` when nothing ran.
+        p_valid: The world model's probability that the script gives a valid submission
+            (1 or 0 when the outcome is exact); None when not predicted.
         leaderboard: The grading report (position, medal, above median, rpg).
         stratum: The kind of solution (a script's model family), which the calibrator's
             audit checks residuals by; None when the family scores no such thing.
@@ -88,6 +99,11 @@ class ScoreResult:
     stdout: str = ""
     stderr: str = ""
     status: str = ""
+    exception: str | None = None
+    proved: bool = False
+    executed: bool = False
+    execution_status: str = ""
+    p_valid: float | None = None
     leaderboard: dict[str, Any] = field(default_factory=dict)
     stratum: str | None = None
     cost: dict[str, float] = field(default_factory=lambda: {"execution_s": 0.0, "world_model_s": 0.0})

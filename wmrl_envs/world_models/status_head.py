@@ -1,0 +1,219 @@
+"""The surrogate's status head: P(outcome) of a script that no proof settles.
+
+Beside the score head, the surrogate learns how a script ends: ``valid`` or one of the failure
+statuses of :mod:`wmrl_envs.outcome`, with the exception class for runtime errors. Its input is
+the score head's own features (script, task and interaction features) plus a hashed bag of the
+script's token 1- to 3-grams, which carries what the features summarise away (a
+``predict_proba`` result put in one column, a ``transform`` before any ``fit``, a loop whose
+condition never changes). A multinomial logistic regression maps them to one label per
+(status, exception class) seen often enough in training; the rest pool into
+``<status>:other``.
+
+Its probabilities are calibrated by temperature scaling on out-of-fold predictions (grouped by
+task), so that P(valid) is a probability one can multiply a score by: the surrogate's reward
+estimate is ``P(valid) x`` the predicted valid score.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from wmrl_envs import outcome
+from wmrl_envs.errors import ConfigError
+
+#: Hashed token n-gram dimensions (a power of two).
+N_HASHED = 2**15
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class StatusHeadConfig:
+    """How :func:`fit_status_head` builds the head.
+
+    Attributes:
+        min_label_rows: A (status, exception) label needs this many training rows; rarer
+            exceptions pool into ``<status>:other``.
+        c: Inverse L2 strength of the logistic regression.
+        folds: Task-grouped folds of the out-of-fold predictions that fit the temperature.
+        seed: Seeds the folds.
+    """
+
+    min_label_rows: int = 5
+    c: float = 3.0
+    folds: int = 5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.min_label_rows < 1 or self.c <= 0 or self.folds < 2:
+            raise ConfigError(f"StatusHeadConfig needs min_label_rows >= 1, c > 0 and folds >= 2, got {self}")
+
+
+def label_of(status: str, exception: str | None) -> str:
+    """The training label of an outcome: ``valid``, ``timeout``, ``runtime_error:KeyError``, ..."""
+    if status in (outcome.RUNTIME_ERROR, outcome.IMPORT_ERROR, outcome.SYNTAX_ERROR) and exception:
+        return f"{status}:{exception}"
+    return status
+
+
+def split_label(label: str) -> tuple[str, str | None]:
+    """``(status, exception)`` of a label (exception None for ``...:other`` and plain statuses)."""
+    status, _, exception = label.partition(":")
+    return status, (exception if exception and exception != "other" else None)
+
+
+def code_tokens(script: str) -> str:
+    """The script as a space-separated stream of its tokens: names, operators and literals.
+
+    Comments and layout are dropped; a string literal keeps its text (paths, column names and
+    file names are what many failures are about), cut to 40 characters and without spaces.
+    """
+    out: list[str] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(script).readline):
+            if token.type in (tokenize.NAME, tokenize.OP, tokenize.NUMBER):
+                out.append(token.string)
+            elif token.type == tokenize.STRING:
+                out.append("S:" + _SPACE.sub("_", token.string.strip("\"'rbfRBF"))[:40])
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass  # the tokens read so far still describe the script
+    return " ".join(out)
+
+
+def _vectoriser():
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    return HashingVectorizer(n_features=N_HASHED, ngram_range=(1, 3), tokenizer=str.split, token_pattern=None,
+                             lowercase=False, alternate_sign=False, norm="l2")
+
+
+def design(scripts: Sequence[str], features: np.ndarray, scale: tuple[np.ndarray, np.ndarray]):
+    """The head's input: hashed token n-grams beside the standardised dense features."""
+    from scipy import sparse
+
+    mean, std = scale
+    hashed = _vectoriser().transform([code_tokens(s) for s in scripts])
+    return sparse.hstack([hashed, sparse.csr_matrix((features - mean) / std)], format="csr")
+
+
+@dataclass
+class StatusHead:
+    """A fitted status head (see the module docstring)."""
+
+    labels: list[str]
+    model: object
+    scale: tuple[np.ndarray, np.ndarray]
+    temperature: float
+
+    def probabilities(self, scripts: Sequence[str], features: np.ndarray) -> np.ndarray:
+        """Calibrated P(label) per script, columns in :attr:`labels` order."""
+        logits = self.model.decision_function(design(scripts, features, self.scale))  # type: ignore[attr-defined]
+        if logits.ndim == 1:  # two labels: one logit, for the second
+            logits = np.stack([np.zeros_like(logits), logits], axis=1)
+        return _softmax(logits / self.temperature)
+
+    def status_probabilities(self, probabilities: np.ndarray) -> dict[str, np.ndarray]:
+        """P(status) per script, summed over the labels of each status."""
+        out: dict[str, np.ndarray] = {}
+        for j, label in enumerate(self.labels):
+            status = split_label(label)[0]
+            out[status] = out.get(status, 0.0) + probabilities[:, j]
+        return out
+
+    def predict(self, scripts: Sequence[str], features: np.ndarray) -> list[tuple[str, str | None, float]]:
+        """``(status, exception, P(valid))`` per script: the likeliest status and, within it,
+        the likeliest exception class."""
+        probabilities = self.probabilities(scripts, features)
+        statuses = self.status_probabilities(probabilities)
+        names = list(statuses)
+        stacked = np.stack([statuses[n] for n in names], axis=1)
+        p_valid = statuses.get(outcome.VALID, np.zeros(len(scripts)))
+        out = []
+        for i in range(len(scripts)):
+            status = names[int(np.argmax(stacked[i]))]
+            within = [(probabilities[i, j], label) for j, label in enumerate(self.labels)
+                      if split_label(label)[0] == status]
+            out.append((status, split_label(max(within)[1])[1], float(p_valid[i])))
+        return out
+
+
+def fit_status_head(scripts: Sequence[str], features: np.ndarray, statuses: Sequence[str],
+                    exceptions: Sequence[str | None], groups: Sequence[str],
+                    config: StatusHeadConfig | None = None) -> StatusHead:
+    """Fit the head on executed outcomes of train-split scripts (see the module docstring).
+
+    Args:
+        scripts: The scripts.
+        features: Their dense feature rows (the score head's features).
+        statuses, exceptions: Their executed outcomes.
+        groups: Their task ids: the temperature's folds never split a task.
+        config: Settings.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    config = config or StatusHeadConfig()
+    if not len(scripts) == len(features) == len(statuses) == len(exceptions) == len(groups):
+        raise ConfigError("fit_status_head needs one features row, status, exception and group per script")
+    raw = [label_of(s, e) for s, e in zip(statuses, exceptions)]
+    counts = Counter(raw)
+    labels = [r if counts[r] >= config.min_label_rows or ":" not in r else f"{r.split(':')[0]}:other" for r in raw]
+    if len(set(labels)) < 2:
+        raise ConfigError("the status head needs at least two distinct outcomes to learn from")
+    mean = features.mean(axis=0)
+    std = features.std(axis=0)
+    std[std == 0] = 1.0
+    scale = (mean, std)
+    x = design(scripts, features, scale)
+    y = np.array(labels)
+
+    def model():
+        return LogisticRegression(C=config.c, max_iter=2000)
+
+    out_of_fold = _out_of_fold_logits(model, x, y, np.asarray(groups), config)
+    fitted = model().fit(x, y)
+    temperature = _fit_temperature(out_of_fold, y, list(fitted.classes_))
+    return StatusHead(labels=list(fitted.classes_), model=fitted, scale=scale, temperature=temperature)
+
+
+def _out_of_fold_logits(model, x, y: np.ndarray, groups: np.ndarray, config: StatusHeadConfig) -> np.ndarray:
+    """Logits of every row from a model fitted without its task (columns: all labels, sorted)."""
+    classes = sorted(set(y))
+    names = np.unique(groups)
+    fold_of = {n: i % config.folds for i, n in enumerate(np.random.default_rng(config.seed).permutation(names))}
+    folds = np.array([fold_of[g] for g in groups])
+    logits = np.full((len(y), len(classes)), -30.0)
+    for k in range(config.folds):
+        fit, held = folds != k, folds == k
+        if not held.any() or len(set(y[fit])) < 2:
+            continue
+        m = model().fit(x[fit], y[fit])
+        scores = np.atleast_2d(m.decision_function(x[held]))
+        if len(m.classes_) == 2:  # binary: one logit column for the positive class
+            scores = np.stack([np.zeros(held.sum()), scores.ravel()], axis=1)
+        for j, c in enumerate(m.classes_):
+            logits[held, classes.index(c)] = scores[:, j]
+    return logits
+
+
+def _fit_temperature(logits: np.ndarray, y: np.ndarray, classes: list[str]) -> float:
+    """The temperature that minimises the out-of-fold log loss (a one-parameter grid search)."""
+    index = np.array([classes.index(v) for v in y])
+    best, best_loss = 1.0, np.inf
+    for t in np.exp(np.linspace(np.log(0.25), np.log(8.0), 61)):
+        p = _softmax(logits / t)
+        loss = -np.mean(np.log(np.clip(p[np.arange(len(y)), index], 1e-12, 1.0)))
+        if loss < best_loss:
+            best, best_loss = float(t), loss
+    return best
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
