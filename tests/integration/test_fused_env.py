@@ -73,3 +73,60 @@ def test_fused_groups_share_a_stream_and_anchors_feed_the_calibrator(train_task)
     assert {g for g, s in streams.items() if s == {"world_model"}} == set(others)
     assert calibrator.n_pairs == len(anchors) * len(MEMBERS)
     env.close()
+
+
+# ----------------------------------------------------------------------------- multi-turn repair
+
+
+def _repair(response: str, feedback: str, columns: list[str]) -> str:
+    """A repairing agent that reads nothing but the feedback: a KeyError names a column, which it
+    replaces by the public column closest to it."""
+    import difflib
+    import re
+
+    missing = re.search(r"KeyError: '([^']+)'", feedback)
+    assert missing, feedback
+    fixed = difflib.get_close_matches(missing.group(1), columns, n=1, cutoff=0.0)[0]
+    return response.replace(repr(missing.group(1)), repr(fixed))
+
+
+def _kaggle_column_response(task) -> str:
+    """A reference solution that reads the target under its Kaggle-style capitalised name."""
+    label = task.spec.answer_columns[0]
+    response = render_response(task.spec, REFERENCE_SOLUTIONS["linear"])
+    assert f"LABEL = {label!r}" in response
+    return response.replace(f"LABEL = {label!r}", f"LABEL = {label.capitalize()!r}")
+
+
+@pytest.mark.parametrize("reward", ["world_model", "fused"])
+def test_a_second_turn_repairs_the_error_the_first_turn_reported(train_task, reward):
+    """Turn 1 reads the target under a wrong name; the feedback names the missing column in the
+    sandbox's words, marked as predicted; turn 2 repairs it from that text alone. On a world-model
+    episode neither turn runs; on an anchor episode every turn's outcome is exact (the proved
+    failure is not executed, the repaired script is)."""
+    import pandas as pd
+
+    columns = list(pd.read_csv(train_task.public_dir / "train.csv", nrows=0).columns)
+    group = 0
+    if reward == "fused":
+        schedule = HashSchedule(ANCHOR_FRACTION, SEED)
+        group = next(g for g in range(1000) if schedule.stream(g) == "anchor")
+    env = gym.make("wmrl/MLEDojo-v0", reward=reward, max_turns=2, anchor_fraction=ANCHOR_FRACTION,
+                   anchor_seed=SEED, calibrator=Calibrator())
+    env.reset(seed=0, options={"task_id": train_task.id, "group_id": group})
+    first = _kaggle_column_response(train_task)
+    obs, reward_1, terminated, _, info = env.step(first)
+    assert not terminated and reward_1 == 0.0
+    assert info["status"] == "runtime_error" and info["exception"] == "KeyError" and info["proved"]
+    assert info["feedback_predicted"] and not info["executed"]
+    assert "[predicted: proved without running the script]" in obs and "KeyError: '" in obs
+    obs, reward_2, terminated, _, info = env.step(_repair(first, obs, columns))
+    assert terminated and info["status"] == "valid" and not info["proved"]
+    assert info["final_score"] == reward_2 > 0
+    if reward == "fused":
+        assert info["stream"] == "anchor" and info["executed"] and info["valid"] is True
+        assert "predicted" not in obs
+    else:
+        assert info["stream"] == "world_model" and not info["executed"] and info["feedback_predicted"]
+        assert "predicted valid, estimated score" in obs
+    env.close()

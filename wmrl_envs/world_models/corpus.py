@@ -5,9 +5,9 @@ and mutation) and what the sandbox and grader made of it. Scripts are not stored
 re-rendered deterministically from ``(choices, seed, mutation)``, which keeps the CSV small.
 
 About 15% of the planned solutions are *broken* on purpose by a deterministic mutation of the
-rendered script (:data:`BROKEN_MUTATIONS`). Failing scripts must be in the corpus, or the
-world model never learns that a script that crashes, writes nothing or writes the wrong
-columns scores 0.
+rendered script (:data:`BROKEN_MUTATIONS`; the operators live in
+:mod:`wmrl_envs.world_models.mutations`). Failing scripts must be in the corpus, or the world
+model never learns that a script that crashes, writes nothing or writes the wrong columns scores 0.
 
 ``wmrl_envs`` never imports ``agents`` (docs/architecture.md §1), so the renderer of the grammar is passed
 in by the caller (``scripts/build_world_model.py``) as a :data:`Renderer`.
@@ -15,14 +15,12 @@ in by the caller (``scripts/build_world_model.py``) as a :data:`Renderer`.
 
 from __future__ import annotations
 
-import ast
 import csv
 import dataclasses
 import hashlib
 import json
 import logging
 import random
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -34,20 +32,15 @@ import pandas as pd
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.scoring import CodeScorer, ScoreResult
 from wmrl_envs.tasks.spec import Task, TaskSpec
+from wmrl_envs.world_models.mutations import LEGACY_MUTATIONS, mutate
 
 log = logging.getLogger(__name__)
 
 #: ``render(spec, choices, seed) -> script``: the grammar's renderer.
 Renderer = Callable[[TaskSpec, Mapping[str, str], int], str]
 
-BROKEN_MUTATIONS: tuple[str, ...] = (
-    "syntax_error",  # a closing parenthesis goes missing
-    "wrong_column",  # the target column's name is misspelt
-    "no_submission",  # predictions are written to the wrong file
-    "wrong_columns",  # the submission has an index column or a renamed target column
-    "exception",  # the script crashes after training, before writing
-    "infinite_loop",  # a loop that never ends, killed by the wall-clock limit
-)
+#: The mutations a planned broken variant draws from: the legacy six, whose rows the shipped CSVs hold.
+BROKEN_MUTATIONS: tuple[str, ...] = LEGACY_MUTATIONS
 MUTATIONS: tuple[str, ...] = ("none", *BROKEN_MUTATIONS)
 COLUMNS: tuple[str, ...] = (
     "task_id", "split", "choices", "seed", "mutation",
@@ -131,89 +124,6 @@ def _draw(rng: random.Random, slots: Mapping[str, Sequence[str]],
     """A random point of the grammar (as choices JSON) and a render seed."""
     picked = {slot: rng.choices(list(options), weights[slot])[0] for slot, options in slots.items()}
     return choices_json(picked), rng.randrange(1000)
-
-
-# ----------------------------------------------------------------------------- mutations
-
-
-def mutate(script: str, mutation: str, spec: TaskSpec, seed: int) -> str:
-    """Break a rendered solution script the way ``mutation`` names (``"none"``: unchanged).
-
-    Mutations are realistic agent mistakes and deterministic in ``(script, spec, seed)``.
-    They need a script that writes ``<frame>.to_csv("submission.csv", ...)`` on one line and
-    names the task's target column as a string literal, as every grammar rendering does.
-
-    Raises:
-        ConfigError: Unknown mutation, or a script without the pattern the mutation edits.
-    """
-    if mutation == "none":
-        return script
-    if mutation not in BROKEN_MUTATIONS:
-        raise ConfigError(f"unknown mutation {mutation!r}; known: {MUTATIONS}")
-    rng = random.Random(f"{mutation}:{seed}")
-    if mutation == "syntax_error":
-        return _drop_closing_paren(script, rng)
-    if mutation == "wrong_column":
-        label = spec.answer_columns[0]
-        for quoted in (repr(label), json.dumps(label)):
-            if quoted in script:
-                return script.replace(quoted, repr(_misspell(label)), 1)
-        raise ConfigError(f"mutation wrong_column: the script never names target column {label!r}")
-
-    lines = script.splitlines()
-    at, indent, frame = _submission_write(lines)
-    if mutation == "no_submission":
-        lines[at] = lines[at].replace("submission.csv", "predictions.csv", 1)
-    elif mutation == "wrong_columns":
-        if rng.random() < 0.5 and "index=False" in lines[at]:
-            lines[at] = re.sub(r",\s*index=False", "", lines[at])  # pandas then writes the index
-        else:
-            lines.insert(at, f'{indent}{frame} = {frame}.rename(columns={{{frame}.columns[-1]: "prediction"}})')
-    elif mutation == "exception":
-        lines.insert(at, rng.choice([
-            f"{indent}{frame}[{frame}.columns[-1]] = blend_weights * {frame}[{frame}.columns[-1]]  # blend",
-            f'{indent}{frame} = {frame}[[{frame}.columns[0], "prediction"]]',
-        ]))
-    else:  # infinite_loop
-        lines[at:at] = [
-            f"{indent}tolerance = 1.0",
-            f"{indent}while tolerance > 0:  # refine until the predictions converge",
-            f"{indent}    tolerance = max(tolerance / 2, 1e-12)",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def _misspell(name: str) -> str:
-    """The kind of typo agents make in column names: the first letter's case flipped."""
-    flipped = name[:1].swapcase() + name[1:]
-    return flipped if flipped != name else name + "_"
-
-
-def _submission_write(lines: list[str]) -> tuple[int, str, str]:
-    """Index, indentation and frame name of the line that writes ``submission.csv``."""
-    pattern = re.compile(r"""^(\s*)(\w+)\.to_csv\(\s*["'][^"']*submission\.csv["']""")
-    for i, line in enumerate(lines):
-        if match := pattern.match(line):
-            return i, match.group(1), match.group(2)
-    raise ConfigError("the script has no <frame>.to_csv('submission.csv', ...) line to mutate")
-
-
-def _drop_closing_paren(script: str, rng: random.Random) -> str:
-    """Remove the last ``)`` of a one-line statement, trying lines until the result fails to parse."""
-    lines = script.splitlines()
-    candidates = sorted({node.lineno - 1 for node in ast.walk(ast.parse(script))
-                         if isinstance(node, ast.stmt) and node.lineno == node.end_lineno
-                         and lines[node.lineno - 1].rstrip().endswith(")")})
-    rng.shuffle(candidates)
-    for i in candidates:
-        broken = lines.copy()
-        broken[i] = broken[i].rstrip()[:-1]
-        text = "\n".join(broken) + "\n"
-        try:
-            ast.parse(text)
-        except SyntaxError:
-            return text
-    raise ConfigError("mutation syntax_error: no one-line statement ending in ')' to break")
 
 
 # ----------------------------------------------------------------------------- building
