@@ -241,6 +241,20 @@ class _Maps:
     task_prior: float
 
 
+@dataclass(frozen=True)
+class CalibrationMap:
+    """A calibrator's fitted maps at one moment, without its pairs: small to ship, and it
+    calibrates as the calibrator did then (:meth:`Calibrator.current_map`)."""
+
+    maps: _Maps
+    config: CalibratorConfig
+
+    def calibrate(self, wm_scores: ArrayLike, task_ids: TaskIds = None) -> np.ndarray:
+        """As :meth:`Calibrator.calibrate`."""
+        wm = _as_scores(wm_scores, "wm_scores")
+        return _apply(self.maps, wm, _as_tasks(task_ids, wm.size), self.config)
+
+
 class Calibrator:
     """Isotonic online debiasing of world-model scores from anchor pairs.
 
@@ -331,10 +345,12 @@ class Calibrator:
         Raises:
             ConfigError: On non-finite scores or mismatched lengths.
         """
-        wm = _as_scores(wm_scores, "wm_scores")
-        tasks = _as_tasks(task_ids, wm.size)
+        return self.current_map().calibrate(wm_scores, task_ids)
+
+    def current_map(self) -> CalibrationMap:
+        """The maps :meth:`calibrate` uses now, frozen (a later refit makes new maps)."""
         with self._lock:
-            return _apply(self._maps, wm, tasks, self.config)
+            return CalibrationMap(self._maps, self.config)
 
     @property
     def task_prior_pairs(self) -> float:

@@ -59,6 +59,11 @@ class MissingDependencyError(WMRLError):
     """An optional package that one feature needs (e.g. a suite's data source) is not installed."""
 
 
+class CalibratorLostError(WMRLError):
+    """A calibrator that lives in a Ray actor is gone, and Ray could not restart it from its saved
+    state: what it learnt since this process last read it is lost (an infrastructure failure)."""
+
+
 #: How many items :func:`preview` shows by default.
 PREVIEW_ITEMS = 5
 # Longest repr of one shown item: a single huge cell or column name must not blow up a message either.

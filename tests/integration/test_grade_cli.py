@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +21,7 @@ from wmrl_envs.grading import grade, read_submission, task_reward
 from wmrl_envs.tasks import get_task
 from wmrl_envs.tasks.build.lock import SCORE_RTOL
 
-KEYS = {"valid", "error", "raw_score", "position_score", "medal", "above_median", "rpg"}
+KEYS = {"valid", "error", "raw_score", "position_score", "medal", "above_median", "rpg", "non_finite"}
 
 
 def write_csv(path: Path, frame: pd.DataFrame) -> None:
@@ -67,6 +68,27 @@ def test_a_builtin_task_grades_its_sample_submission(capsys):
     assert report["raw_score"] == pytest.approx(raw, rel=SCORE_RTOL)
     assert report["position_score"] == pytest.approx(reward, rel=SCORE_RTOL)
     assert (report["medal"], report["above_median"]) == (details["medal"], details["above_median"])
+
+
+def test_an_overflowing_metric_still_prints_valid_json_with_the_reason(tmp_path, capsys):
+    # Every prediction 1e308: RMSE squares it past float64, so the raw score is inf and the reward 0.
+    task = get_task("biomass-heating-value")
+    submission = tmp_path / "huge.csv"
+    answers = pd.read_csv(task.answers_path)
+    answers.assign(**dict.fromkeys(task.spec.answer_columns, 1e308)).to_csv(submission, index=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = main(["grade", "--task", task.id, str(submission), "--json"])
+
+    def not_json(constant: str):
+        raise AssertionError(f"{constant} is not JSON")
+
+    report = json.loads(capsys.readouterr().out, parse_constant=not_json)
+    assert code == 0 and set(report) == KEYS and report["valid"] is True and report["position_score"] == 0.0
+    assert report["raw_score"] is None
+    assert report["non_finite"] == {"raw_score": "inf after a floating-point overflow in the metric; "
+                                                 "JSON has no such number"}
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
 
 
 def test_a_foreign_task_is_named_by_its_folder_and_an_invalid_submission_exits_1(tasks_dir, capsys):

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -84,6 +85,20 @@ def free_port() -> int:
 def get_json(url: str):
     with urllib.request.urlopen(url, timeout=30) as reply:
         return json.loads(reply.read())
+
+
+def post(url: str, body: dict) -> tuple[int, str]:
+    """POST ``body`` as JSON: the status and the answer's ``detail`` (its text when it has none)."""
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=MESSAGE_TIMEOUT_S) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as error:
+        text = error.read().decode()
+        try:
+            return error.code, json.loads(text)["detail"]
+        except (ValueError, KeyError, TypeError):
+            return error.code, text
 
 
 class Server:
@@ -264,6 +279,27 @@ def test_bad_actions_get_short_errors_and_the_server_stays_up(servers):
     assert get_json(server.url + "/health")["status"] == "healthy"
     with server.client() as again:
         assert again.reset(seed=1, task_id=TASK).metadata["task_id"] == TASK
+
+
+def test_http_routes_answer_user_errors_with_a_4xx_and_one_line(servers):
+    server = servers["shared"]
+    logged = server.err.stat().st_size
+    cases = {  # route, body, status, words of the answer
+        "unknown task id": ("/reset", {"task_id": "no-such-task"}, 404, "no-such-task"),
+        "unknown reset option": ("/reset", {"task": TASK}, 400, "unknown reset option(s) ['task']"),
+        "a step (HTTP is stateless)": ("/step", {"action": {"response": response(0)}}, 409, "WebSocket session"),
+        "a 5 MB action": ("/step", {"action": {"response": "x" * 5_000_000}}, 422, "5,000,000 characters"),
+    }
+    for case, (route, body, status, words) in cases.items():
+        code, detail = post(server.url + route, body)
+        assert code == status and words in detail, (case, code, detail[:300])
+        assert "\n" not in detail and len(detail) <= 500, case
+    code, reply = post(server.url + "/reset", {"task_id": TASK, "seed": 1})  # the routes still serve
+    assert code == 200 and json.loads(reply)["observation"]["text"].startswith("# Task:")
+    log = server.err.read_bytes()[logged:].decode()
+    answered = [line for line in log.splitlines() if " -> 4" in line]
+    assert len(answered) == len(cases) and all(len(line) < 600 for line in answered), log[-2000:]
+    assert "Traceback" not in log
 
 
 def test_the_example_client_runs_against_the_server(servers, monkeypatch, capsys):

@@ -29,6 +29,10 @@ Wire format (``GenericEnvClient(base_url).sync()``):
 * A bad action (not an object, an unknown field, a response that is not text or longer than
   :data:`~wmrl_envs.mle.MAX_ACTION_CHARS`) is refused with one bounded message and the session
   stays usable; a WebSocket message over :data:`MAX_MESSAGE_BYTES` closes only its session.
+* The HTTP routes (``POST /reset``, ``/step``) answer a user error with a 4xx status and a
+  one-line ``{"detail": ...}`` (:data:`USER_ERRORS`), and log one bounded line; a 500 means a
+  fault of the server. HTTP is stateless: each request gets a fresh env, so ``/step`` always
+  answers 409 (no episode); episodes need a WebSocket session.
 
 LIBERO-Long is not served: its action is a 7-d vector per control step, so one episode would
 be about 520 round trips, and each session would hold its own MuJoCo simulator (1.4-1.8 GB).
@@ -37,6 +41,7 @@ be about 520 round trips, and each session would hold its own MuJoCo simulator (
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import sys
 import threading
@@ -46,12 +51,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from gymnasium.error import ResetNeeded
 
-from wmrl_envs.errors import ConfigError, MissingDependencyError, WMRLError, preview
+from wmrl_envs.errors import ConfigError, MissingDependencyError, TaskNotFoundError, WMRLError, preview
 from wmrl_envs.mle import MAX_ACTION_CHARS, MLEDojoEnv
 from wmrl_envs.scoring import ScoredGroup, ScoringCore
+from wmrl_envs.scoring.results import bounded
 
 try:
+    from fastapi import Request
+    from fastapi.responses import JSONResponse
     from openenv.core.env_server import Action, Environment, Observation, State, create_app
     from pydantic import Field, model_validator
 except ImportError as exc:  # the optional extra
@@ -64,6 +73,10 @@ DEFAULT_ENV = "wmrl/MLEDojo-v0"
 MAX_MESSAGE_BYTES = 1 << 20
 _ACTION_FIELDS = ("response", "metadata")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Longest message an HTTP error answer and its log line carry (characters).
+_MAX_ERROR_CHARS = 500
+
+log = logging.getLogger(__name__)
 
 
 class InvalidActionError(WMRLError):
@@ -120,6 +133,26 @@ class WMRLState(State):
 
     task_id: str | None = None
     group_id: int | str | None = None
+
+
+#: The user errors the HTTP routes answer with a 4xx status (any other exception is a 500).
+USER_ERRORS: dict[type[Exception], int] = {
+    ConfigError: 400,  # reset arguments: an unknown option, a seed or group id of the wrong type
+    TaskNotFoundError: 404,
+    ResetNeeded: 409,  # a step without an episode: every HTTP /step, since HTTP is stateless
+    InvalidActionError: 422,
+}
+_STATELESS_HINT = ("; over HTTP each request gets a fresh env, so /step never has an episode: "
+                   "step through a WebSocket session (/ws), as OpenEnv's client does")
+
+
+async def _user_error(request: Request, exc: Exception) -> JSONResponse:
+    """A user error as its 4xx status and one bounded line, in the answer and in the log."""
+    status = next(code for cls, code in USER_ERRORS.items() if isinstance(exc, cls))
+    message = " ".join(str(exc).split()) + (_STATELESS_HINT if isinstance(exc, ResetNeeded) else "")
+    message = bounded(message, _MAX_ERROR_CHARS)
+    log.warning("%s %s -> %d %s", request.method, request.url.path, status, message)
+    return JSONResponse({"detail": message}, status_code=status)
 
 
 def jsonable(value: Any) -> Any:
@@ -229,6 +262,8 @@ class WMRLServer:
                          max_concurrent_envs=max_sessions, state_cls=WMRLState)
         app.add_api_route("/wmrl/calibrator", self.calibrator_report, methods=["GET"],
                           summary="The server's shared calibrator: its anchor pairs, eta2 and c")
+        for error in USER_ERRORS:
+            app.add_exception_handler(error, _user_error)
         return app
 
     def calibrator_report(self) -> dict[str, Any]:

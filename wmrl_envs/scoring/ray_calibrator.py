@@ -10,33 +10,115 @@ scoring runs in several processes (Ray workers, verl's reward actors). Here the 
     core = ScoringCore(schedule, calibrator, scorer=CodeScorer(executor="ray"))
     # the core pickles with its RemoteCalibrator: in a Ray task or actor it feeds the same actor
 
-The client forwards every call with ``ray.get`` and adds no logic; the calibrator's own
-errors (e.g. :class:`~wmrl_envs.errors.ConfigError`) reach the caller as that type.
+The client forwards every call with ``ray.get``; the calibrator's own errors (e.g.
+:class:`~wmrl_envs.errors.ConfigError`) reach the caller as that type. What survives which fault:
+
+* **The actor's process dies** (killed, out of memory, its worker crashed): Ray restarts it, up
+  to :data:`MAX_RESTARTS` times, from the state it saved after its last change (a file in the Ray
+  session folder of its node), and resends the calls in flight; a resent change is applied once.
+  Nothing is lost. A restart on another node finds no saved state and counts as the next case.
+* **It cannot be restarted** (restarts used up, its node lost, ``ray.kill``, its owner exited):
+  each client goes on with what it saw last, with a warning logged once. World-model scores are
+  calibrated by the last map it saw; ``n_pairs``, ``eta2``, ``metrics()`` and ``audit()`` answer
+  their last values; a change or ``state_dict()`` raises
+  :class:`~wmrl_envs.errors.CalibratorLostError`, which makes the batch's anchors infrastructure
+  failures in :meth:`~wmrl_envs.scoring.core.ScoringCore.fuse` (not scores, never pairs).
+* **Asking for the actor again** after such a loss (:func:`calibrator_actor`) creates a new, empty
+  one, and logs that the state of the lost one (its pair count) was reset.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import logging
+import os
+import uuid
+from collections import deque
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from wmrl_envs.calibration import AuditReport, Calibrator, CalibratorConfig
-from wmrl_envs.errors import ConfigError, MissingDependencyError
+from wmrl_envs.calibration import AuditReport, CalibrationMap, Calibrator, CalibratorConfig
+from wmrl_envs.errors import CalibratorLostError, ConfigError, MissingDependencyError
+from wmrl_envs.scoring.results import bounded
+
+log = logging.getLogger(__name__)
 
 DEFAULT_NAME = "wmrl-calibrator"
-_METHODS = frozenset({"add_pairs", "calibrate", "audit", "metrics", "state_dict", "load_state_dict", "to_json"})
+#: How often Ray restarts a dead calibrator actor before it stays dead (a crash loop ends).
+MAX_RESTARTS = 5
+_READS = frozenset({"audit", "metrics", "state_dict", "to_json"})
+_CHANGES = frozenset({"add_pairs", "load_state_dict"})
 _PROPERTIES = frozenset({"n_pairs", "eta2", "eta2_in_sample", "task_prior_pairs", "config"})
+# Changes remembered by token, so that one Ray resends after a restart is not applied twice;
+# far more than the calls in flight at once (one per client).
+_TOKENS = 256
+# What a client keeps answering from its last read once the actor is lost (not state_dict: a
+# checkpoint must not be a stale copy taken for the current state).
+_LAST_READ = frozenset({"audit", "metrics"}) | _PROPERTIES
 
 
 class CalibratorHolder:
-    """The actor's body: one Calibrator, reached only through the forwarded names."""
+    """The actor's body: one Calibrator, reached only through the forwarded names, its state
+    saved after every change so that a restarted actor resumes it."""
 
     def __init__(self, config: CalibratorConfig | None = None) -> None:
+        import ray
+
+        context = ray.get_runtime_context()
         self.calibrator = Calibrator(config)
+        self.version = 0  # changes applied: a client's copy of the map is current while this is
+        self._tokens: deque[str] = deque(maxlen=_TOKENS)
+        self._id = context.get_actor_id()
+        self._path = (Path(context.get_temp_dir()) / context.get_session_name() / "wmrl-calibrators"
+                      / f"{quote(context.namespace, safe='')}.{quote(context.get_actor_name(), safe='')}.json")
+        saved = json.loads(self._path.read_text()) if self._path.is_file() else None
+        self.reset_note: str | None = None
+        if context.was_current_actor_reconstructed:
+            if saved is None or saved["actor_id"] != self._id:
+                raise CalibratorLostError(f"restarted without its saved state ({self._path} is not this actor's)")
+            self.calibrator.load_state_dict(saved["state"])
+            self.version = saved["version"]
+            self._tokens.extend(saved["tokens"])
+            return
+        if saved is not None:  # the file of an actor of this name, earlier in this Ray session
+            self.reset_note = (f"calibrator actor {context.get_actor_name()!r} is a new, empty actor: the one "
+                               f"before it is gone, and its state ({len(saved['state']['wm_scores'])} pairs) "
+                               "was reset")
+        self._save()
+
+    def _save(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self._path.with_suffix(".partial")
+        partial.write_text(json.dumps({"actor_id": self._id, "version": self.version, "tokens": list(self._tokens),
+                                       "state": self.calibrator.state_dict()}))
+        os.replace(partial, self._path)  # a crash mid-write leaves the last whole state
+
+    def describe(self) -> tuple[CalibratorConfig, str | None]:
+        """The config, and whether this actor replaced a lost one (why its state is empty)."""
+        return self.calibrator.config, self.reset_note
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        if name not in _METHODS:
+        if name not in _READS:
             raise AttributeError(f"Calibrator method {name!r} is not forwarded")
         return getattr(self.calibrator, name)(*args, **kwargs)
+
+    def change(self, token: str, name: str, *args: Any, **kwargs: Any) -> None:
+        """Apply a change once per ``token`` and save the state before answering."""
+        if name not in _CHANGES:
+            raise AttributeError(f"Calibrator method {name!r} is not forwarded")
+        if token in self._tokens:  # applied and saved before a restart; Ray resent it
+            return
+        getattr(self.calibrator, name)(*args, **kwargs)
+        self.version += 1
+        self._tokens.append(token)
+        self._save()
+
+    def calibrate(self, seen: int | None, *args: Any, **kwargs: Any) -> tuple[Any, tuple[int, CalibrationMap] | None]:
+        """Calibrated scores, and the current map with its version unless the caller has it (``seen``)."""
+        values = self.calibrator.calibrate(*args, **kwargs)
+        return values, None if seen == self.version else (self.version, self.calibrator.current_map())
 
     def get(self, name: str) -> Any:
         if name not in _PROPERTIES:
@@ -53,7 +135,8 @@ def _ray():
 @functools.cache
 def _actor_class():
     # num_cpus=0: the actor must never take a CPU that a sandboxed run is waiting for.
-    return _ray().remote(num_cpus=0)(CalibratorHolder)
+    # max_task_retries=-1: calls in flight when it dies are resent to the restarted actor.
+    return _ray().remote(num_cpus=0, max_restarts=MAX_RESTARTS, max_task_retries=-1)(CalibratorHolder)
 
 
 def calibrator_actor(name: str = DEFAULT_NAME, config: CalibratorConfig | None = None,
@@ -62,15 +145,18 @@ def calibrator_actor(name: str = DEFAULT_NAME, config: CalibratorConfig | None =
 
     ``namespace`` None is the caller's Ray namespace (shared by a job's driver and workers);
     drivers of different jobs share one actor by naming the same namespace. The actor lives as
-    long as the process that created it. Raises :class:`ConfigError` when ``config`` differs
-    from the existing actor's, and :class:`MissingDependencyError` without an initialised Ray.
+    long as the process that created it. A new actor that replaces a lost one of the same name
+    in this Ray session logs that the state was reset. Raises :class:`ConfigError` when
+    ``config`` differs from the existing actor's, and :class:`MissingDependencyError` without
+    an initialised Ray.
     """
     ray = _ray()
     handle = _actor_class().options(name=name, namespace=namespace, get_if_exists=True).remote(config)
-    if config is not None:
-        existing = ray.get(handle.get.remote("config"))
-        if existing != config:
-            raise ConfigError(f"calibrator actor {name!r} already exists with a different config: {existing}")
+    existing, reset_note = ray.get(handle.describe.remote())
+    if reset_note is not None:
+        log.warning(reset_note)
+    if config is not None and existing != config:
+        raise ConfigError(f"calibrator actor {name!r} already exists with a different config: {existing}")
     return handle
 
 
@@ -78,7 +164,8 @@ class RemoteCalibrator:
     """The :class:`~wmrl_envs.calibration.Calibrator` interface, forwarded to a calibrator actor.
 
     Picklable (it carries the actor handle), so a :class:`~wmrl_envs.scoring.core.ScoringCore`
-    holding it travels to Ray workers and keeps feeding the same calibrator.
+    holding it travels to Ray workers and keeps feeding the same calibrator. It keeps the last
+    map and values it saw, which it answers with once the actor is lost (module docstring).
     """
 
     #: Not a process-wide calibrator: a pickled core carries this client itself, not a key.
@@ -86,51 +173,83 @@ class RemoteCalibrator:
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
+        self._lost: str | None = None
+        self._last: dict[str, Any] = {}
+        # (version, map): the actor's current map, which calibrates should it be lost before any use.
+        self._map: tuple[int, CalibrationMap] = self._remote("calibrate", None, [])[1]
 
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        return _ray().get(self.handle.call.remote(name, *args, **kwargs))
+    def _remote(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``handle.method(*args, **kwargs)``; :class:`CalibratorLostError` once Ray cannot restart the actor."""
+        ray = _ray()
+        try:
+            return ray.get(getattr(self.handle, method).remote(*args, **kwargs))
+        except ray.exceptions.ActorDiedError as exc:
+            if self._lost is None:
+                self._lost = bounded(str(exc).strip().splitlines()[0], 300)
+                log.warning("the calibrator actor is gone and Ray could not restart it (%s): this process "
+                            "calibrates world-model scores by the last map it saw, anchor batches are "
+                            "infrastructure failures", self._lost)
+            raise CalibratorLostError(f"the calibrator actor is gone and could not be restarted ({self._lost})") from exc
 
-    def _get(self, name: str) -> Any:
-        return _ray().get(self.handle.get.remote(name))
+    def _read(self, method: str, name: str) -> Any:
+        try:
+            value = self._remote(method, name)
+        except CalibratorLostError:
+            if name in self._last:
+                return self._last[name]
+            raise
+        if name in _LAST_READ:
+            self._last[name] = value
+        return value
+
+    def _change(self, name: str, *args: Any, **kwargs: Any) -> None:
+        self._remote("change", uuid.uuid4().hex, name, *args, **kwargs)
 
     # The methods take the Calibrator's own arguments, forwarded as given.
     def add_pairs(self, *args: Any, **kwargs: Any) -> None:
-        self._call("add_pairs", *args, **kwargs)
+        self._change("add_pairs", *args, **kwargs)
 
-    def calibrate(self, *args: Any, **kwargs: Any) -> Any:
-        return self._call("calibrate", *args, **kwargs)
+    def calibrate(self, wm_scores: Any, task_ids: Any = None) -> Any:
+        seen, last_map = self._map
+        try:
+            values, current = self._remote("calibrate", seen, wm_scores, task_ids)
+        except CalibratorLostError:
+            return last_map.calibrate(wm_scores, task_ids)
+        if current is not None:
+            self._map = current
+        return values
 
     def audit(self) -> AuditReport:
-        return self._call("audit")
+        return self._read("call", "audit")
 
     def metrics(self) -> dict[str, float]:
-        return self._call("metrics")
+        return self._read("call", "metrics")
 
     def state_dict(self) -> dict[str, Any]:
-        return self._call("state_dict")
+        return self._read("call", "state_dict")
 
     def load_state_dict(self, state: Any) -> None:
-        self._call("load_state_dict", state)
+        self._change("load_state_dict", state)
 
     def to_json(self) -> str:
-        return self._call("to_json")
+        return self._read("call", "to_json")
 
     @property
     def n_pairs(self) -> int:
-        return self._get("n_pairs")
+        return self._read("get", "n_pairs")
 
     @property
     def eta2(self) -> float:
-        return self._get("eta2")
+        return self._read("get", "eta2")
 
     @property
     def eta2_in_sample(self) -> float:
-        return self._get("eta2_in_sample")
+        return self._read("get", "eta2_in_sample")
 
     @property
     def task_prior_pairs(self) -> float:
-        return self._get("task_prior_pairs")
+        return self._read("get", "task_prior_pairs")
 
     @property
     def config(self) -> CalibratorConfig:
-        return self._get("config")
+        return self._read("get", "config")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -30,8 +31,10 @@ from typing import Any
 from wmrl_envs.tasks import LITE, SPLIT_CHOICES
 from wmrl_envs.tasks.spec import Task
 
-#: The keys of ``wmrl grade --json`` (null where one does not apply to the task).
-GRADE_KEYS = ("valid", "error", "raw_score", "position_score", "medal", "above_median", "rpg")
+#: The keys of ``wmrl grade --json`` (null where one does not apply to the task). A value that
+#: is not a finite number (the metric overflowed) is null there too, and ``non_finite`` says
+#: why, ``{"raw_score": "inf after a floating-point overflow in the metric; ..."}`` (else null).
+GRADE_KEYS = ("valid", "error", "raw_score", "position_score", "medal", "above_median", "rpg", "non_finite")
 
 
 def add_tasks_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -148,20 +151,28 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def grade_report(task: Task, submission: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """What ``wmrl grade`` prints: the :data:`GRADE_KEYS` report and :func:`task_reward`'s details."""
+    import numpy as np
+
     from wmrl_envs.errors import InvalidSubmissionError
     from wmrl_envs.grading import grade, read_submission, task_reward
 
-    try:
-        raw, error = grade(read_submission(submission), task.answers(), task.spec), None
-    except InvalidSubmissionError as exc:
-        raw, error = None, str(exc)
-    reward, details = task_reward(task, raw)  # an invalid submission scores 0, as in training
+    # Floating-point errors (1e308 squared) become the reason for a non-finite value, not warnings.
+    errors: set[str] = set()
+    with np.errstate(over="call", divide="call", invalid="call", call=lambda kind, _flag: errors.add(kind)):
+        try:
+            raw, error = grade(read_submission(submission), task.answers(), task.spec), None
+        except InvalidSubmissionError as exc:
+            raw, error = None, str(exc)
+        reward, details = task_reward(task, raw)  # an invalid submission scores 0, as in training
     rpg = task.spec.meta.get("reward") == "rpg"
     report = {"valid": error is None, "error": error, "raw_score": raw,
               "position_score": None if rpg else reward,
               "medal": None if rpg else details["medal"],
               "above_median": None if rpg else details["above_median"],
               "rpg": reward if rpg else None}
+    cause = f" after a floating-point {' and '.join(sorted(errors))} in the metric" if errors else ""
+    report["non_finite"] = {key: f"{value!r}{cause}; JSON has no such number" for key, value in report.items()
+                            if isinstance(value, float) and not math.isfinite(value)} or None
     return report, details
 
 
@@ -171,7 +182,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     task = _task(args.task)
     report, details = grade_report(task, Path(args.submission).expanduser())
     if args.json:
-        print(json.dumps(report))
+        print(json.dumps({**report, **dict.fromkeys(report["non_finite"] or ())}, allow_nan=False))
         return 0 if report["valid"] else 1
     metric = get_metric(task.spec.metric)
     direction = "higher" if metric.higher_is_better else "lower"
@@ -183,6 +194,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     if report["error"]:
         lines.append(f"error           {report['error']}")
     lines.append(f"raw score       {shown(report['raw_score'])}")
+    lines += [f"note            {key} is {reason}" for key, reason in (report["non_finite"] or {}).items()]
     if report["rpg"] is None:
         ranked = details["ranked_score"]
         if ranked is not None and ranked != report["raw_score"]:
