@@ -10,9 +10,27 @@ After a change to the renderer that alters what some tasks' scripts do, re-execu
 
     python scripts/build_world_model.py --split train --per-task 13 --tasks gss-income movie-ratings --replace
 
+Execute mutants of grammar solutions, every operator of ``wmrl_envs/world_models/mutations.py`` in
+turn, for the outcome corpus the status head and the prover are measured on::
+
+    python scripts/build_world_model.py --corpus assets/world_models/outcome_corpus.csv --suite mle --split all \
+        --mutants 12 --loop-wall-s 6
+    python scripts/build_world_model.py --corpus assets/world_models/outcome_corpus.csv --suite dsbench --split all \
+        --mutants 12 --loop-wall-s 6
+
+Give the rows of a corpus built before outcomes were recorded their outcome (valid rows at once,
+the others by running them again)::
+
+    python scripts/build_world_model.py --corpus assets/world_models/corpus.csv --fill-outcomes
+
 Fit the surrogate on the corpus's train-split rows and write ``assets/world_models/surrogate.{joblib,json}``::
 
     python scripts/build_world_model.py --corpus assets/world_models/corpus.csv --train
+
+Fit the status head (P(outcome) of scripts no proof settles) on the train rows of the corpora
+with recorded outcomes, and attach it to the artefact; the score heads stay as they are::
+
+    python scripts/build_world_model.py --train-status
 
 ``--cv K`` reports grouped (leave-tasks-out) K-fold cross-validation of both heads on the train
 rows instead of fitting; use it to choose settings without looking at held-out tasks. ``--train``
@@ -49,6 +67,8 @@ from wmrl_envs.world_models.surrogate import SurrogateConfig, SurrogateWorldMode
 
 log = logging.getLogger("build_world_model")
 DEFAULT_CORPUS = REPO / "assets" / "world_models" / "corpus.csv"
+DEFAULT_OUTCOME_CORPORA = [REPO / "assets" / "world_models" / name
+                           for name in ("corpus.csv", "dsbench_corpus.csv", "outcome_corpus.csv")]
 # Favour cheap solutions so the corpus builds in well under an hour on two workers; every
 # option keeps a fair share, so the world model still sees the expensive ones.
 SLOT_WEIGHTS = {
@@ -63,12 +83,16 @@ def render(spec: TaskSpec, choices: dict[str, str], seed: int) -> str:
 
 
 def build(args: argparse.Namespace) -> None:
-    tasks = list_tasks(suite=args.suite, split=args.split)
+    tasks = list_tasks(suite=args.suite, split=None if args.split == "all" else args.split)
     if args.tasks:
         tasks = [t for t in tasks if t.id in set(args.tasks)]
-    plan = corpus_lib.plan_corpus(
-        tasks, SLOTS, [c.to_dict() for c in REFERENCE_SOLUTIONS.values()], per_task=args.per_task,
-        broken_fraction=args.broken_fraction, slot_weights=SLOT_WEIGHTS, seed=args.seed)
+    if args.mutants:
+        plan = corpus_lib.plan_mutants(tasks, SLOTS, render, per_task=args.mutants, slot_weights=SLOT_WEIGHTS,
+                                       seed=args.seed)
+    else:
+        plan = corpus_lib.plan_corpus(
+            tasks, SLOTS, [c.to_dict() for c in REFERENCE_SOLUTIONS.values()], per_task=args.per_task,
+            broken_fraction=args.broken_fraction, slot_weights=SLOT_WEIGHTS, seed=args.seed)
     log.info("%d tasks, %d planned executions (%s split)", len(tasks), len(plan), args.split)
     if args.replace:
         dropped = corpus_lib.drop_tasks(args.corpus, [t.id for t in tasks])
@@ -124,6 +148,52 @@ def train(args: argparse.Namespace) -> None:
              path.stat().st_size / 1024)
 
 
+def outcome_rows(paths: list[Path], split: str) -> pd.DataFrame:
+    """The rows of every corpus with a recorded outcome, of one split."""
+    frames = [corpus_lib.read_corpus(p).assign(corpus=os.path.relpath(Path(p).resolve(), REPO)) for p in paths]
+    frame = pd.concat(frames, ignore_index=True)
+    return frame[(frame["split"] == split) & (frame["outcome"] != "")].reset_index(drop=True)
+
+
+def train_status(args: argparse.Namespace) -> None:
+    """Fit the status head on the train rows that no proof settles, choose its strength by the
+    out-of-fold log loss over train tasks, and attach it to the artefact (score heads unchanged)."""
+    from wmrl_envs.world_models.code_features import analyse_script, feature_vector
+    from wmrl_envs.world_models.proofs import Prover
+    from wmrl_envs.world_models.status_head import StatusHeadConfig, fit_status_head
+
+    frame = outcome_rows(args.outcome_corpora, "train")
+    tasks = {tid: get_task(tid) for tid in frame["task_id"].unique()}
+    prover, rows = Prover(), []
+    for item, row in zip(corpus_lib.corpus_items(frame), frame.itertuples()):
+        task = tasks[item.task_id]
+        script = item.script(task.spec, render)
+        if prover.prove(task, script) is None:
+            rows.append((task, script, row.outcome, row.exception or None))
+    features = np.array([feature_vector(t, analyse_script(s)) for t, s, _, _ in rows], dtype=float)
+    scripts, statuses = [s for _, s, _, _ in rows], [o for _, _, o, _ in rows]
+    exceptions, groups = [e for _, _, _, e in rows], [t.id for t, _, _, _ in rows]
+    candidates = {}
+    for c in (0.3, 1.0, 3.0, 10.0):
+        head = fit_status_head(scripts, features, statuses, exceptions, groups, StatusHeadConfig(c=c, seed=args.seed))
+        candidates[c] = head
+        log.info("status head C=%g: out-of-fold log loss %.4f (temperature %.2f)", c, head.cv_log_loss,
+                 head.temperature)
+    best = min(candidates, key=lambda c: candidates[c].cv_log_loss)
+    head = candidates[best]
+    report = {
+        "rule": "C with the lowest out-of-fold log loss over train tasks (5 task-grouped folds)",
+        "cv_log_loss": {str(c): round(h.cv_log_loss, 4) for c, h in candidates.items()}, "c": best,
+        "temperature": round(head.temperature, 3), "labels": head.labels,
+        "rows_train": len(frame), "rows_unproved": len(rows),
+        "corpora": {os.path.relpath(Path(p).resolve(), REPO): corpus_lib.corpus_sha256(p) for p in args.outcome_corpora},
+        "rebuild": "python scripts/build_world_model.py --train-status",
+    }
+    model = SurrogateWorldModel.load(args.output).with_status_head(head, report)
+    path = model.save(args.output)
+    log.info("status head C=%g on %d unproved train rows (%d labels); wrote %s", best, len(rows), len(head.labels), path)
+
+
 def cross_validate(args: argparse.Namespace, data=None) -> dict:
     """Leave-tasks-out CV on train rows, per head: Spearman rho overall and mean per task, and MAE."""
     from scipy.stats import spearmanr
@@ -163,12 +233,22 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="corpus CSV (appended to, resumable)")
     parser.add_argument("--suite", default="mle", help="task suite")
-    parser.add_argument("--split", choices=("train", "heldout"), default="train", help="split to execute")
+    parser.add_argument("--split", choices=("train", "heldout", "all"), default="train", help="split to execute")
     parser.add_argument("--tasks", nargs="*", help="only these task ids")
     parser.add_argument("--per-task", type=int, default=14, help="executions per task")
     parser.add_argument("--replace", action="store_true",
                         help="re-execute the planned tasks: drop their existing rows first (needs --tasks)")
     parser.add_argument("--broken-fraction", type=float, default=0.15, help="share of mutated (broken) scripts")
+    parser.add_argument("--train-status", action="store_true",
+                        help="fit the status head on the outcome corpora's train rows and attach it to --output")
+    parser.add_argument("--outcome-corpora", type=Path, nargs="+", default=DEFAULT_OUTCOME_CORPORA,
+                        help="corpora whose recorded outcomes train the status head")
+    parser.add_argument("--fill-outcomes", action="store_true",
+                        help="give the corpus's rows written without outcome columns their outcome (valid rows "
+                             "directly, the others by running them again), then stop")
+    parser.add_argument("--mutants", type=int, default=0,
+                        help="plan this many mutants per task, every operator of mutations.py in turn, instead of "
+                             "grammar solutions (the outcome corpus)")
     parser.add_argument("--workers", type=int, default=2, help="sandbox runs at once")
     parser.add_argument("--wall-s", type=float, default=60.0, help="cap on each run's wall-clock limit")
     parser.add_argument("--loop-wall-s", type=float, default=30.0, help="wall-clock limit of infinite-loop runs")
@@ -182,7 +262,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.replace and not args.tasks:
         parser.error("--replace re-executes named tasks only: give --tasks")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    if args.train:
+    if args.fill_outcomes:
+        tasks = {t.id: t for t in list_tasks()}
+        log.info("re-executed %d rows", corpus_lib.fill_outcomes(args.corpus, tasks, render, workers=args.workers,
+                                                                 wall_s=args.wall_s, loop_wall_s=args.loop_wall_s))
+    elif args.train_status:
+        train_status(args)
+    elif args.train:
         train(args)
     elif args.cv:
         print(json.dumps(cross_validate(args), indent=2))

@@ -55,6 +55,13 @@ FAILING: dict[str, tuple[str, str, str, str | None]] = {
                          "AttributeError: module 'math' has no attribute 'sqroot'. Did you mean: 'sqrt'?"),
     "kaggle_working": (READ + 'train.to_csv("/kaggle/working/submission.csv", index=False)\n', "missing_directory",
                        "OSError", "OSError: Cannot save file into a non-existent directory: '/kaggle/working'"),
+    "unfitted_scaler": (READ + "from sklearn.preprocessing import StandardScaler\nscaler = StandardScaler()\n"
+                        'X = scaler.transform(train[["age"]])\n', "unfitted_estimator", "NotFittedError",
+                        "sklearn.exceptions.NotFittedError: This StandardScaler instance is not fitted yet. Call "
+                        "'fit' with appropriate arguments before using this estimator."),
+    "bare_relative_input": (HEADER + 'train = pd.read_csv("../input/train.csv")\n', "missing_file",
+                            "FileNotFoundError",
+                            "FileNotFoundError: [Errno 2] No such file or directory: '../input/train.csv'"),
     "syntax": (HEADER + 'train = pd.read_csv("data/train.csv"\n', "syntax", "SyntaxError",
                "SyntaxError: '(' was never closed"),
 }
@@ -81,6 +88,14 @@ UNPROVABLE: dict[str, str] = {
     "lazy_module_attribute": HEADER + "x = np.arrray([1])\n",
     "branch_not_taken": READ + 'MODE = "a"\nif MODE == "b":\n    y = train["Survived"]\n',
     "maybe_defined": READ + "if len(train) > 3:\n    X_train = train\nX = X_train\n",
+    "fitted_through_an_alias": READ + "from sklearn.preprocessing import StandardScaler\nscaler = StandardScaler()\n"
+                               'alias = scaler\nalias.fit(train[["age"]])\nX = scaler.transform(train[["age"]])\n',
+    "fitted_inside_a_pipeline": READ + "from sklearn.pipeline import make_pipeline\n"
+                                "from sklearn.preprocessing import StandardScaler\nscaler = StandardScaler()\n"
+                                'make_pipeline(scaler).fit(train[["age"]])\nX = scaler.transform(train[["age"]])\n',
+    "built_with_a_vocabulary": READ + "from sklearn.feature_extraction.text import CountVectorizer\n"
+                               'vectorizer = CountVectorizer(vocabulary=["a", "b"])\n'
+                               'X = vectorizer.transform(train["name"])\n',
     "written_module": 'open("helpers.py", "w").write("x = 1")\nimport helpers\n',
 }
 

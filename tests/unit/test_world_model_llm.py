@@ -109,6 +109,18 @@ class _CannedHandler(BaseHTTPRequestHandler):
                 for tok, top in tokens
             ]
             self._send(200, json.dumps(_chat_payload("SCORE: 0.8", logprobs)).encode())
+        elif behaviour == "outcome":
+            # A reviewer that knows one thing: lightgbm is not installed.
+            broken = "lightgbm" in prompt
+            if "Answer with " in prompt:
+                label = prompt.rsplit("Answer with ", 1)[1].split(".")[0]
+                text = f"{label}: ModuleNotFoundError" if broken and label == "IMPORTS" else f"{label}: ok"
+            elif "STATUS:" in request["messages"][0]["content"]:
+                text = ("STATUS: import_error\nEXCEPTION: ModuleNotFoundError\nSCORE: 0" if broken
+                        else "STATUS: valid\nEXCEPTION: none\nSCORE: 0.6")
+            else:
+                text = "SCORE: 0.6"
+            self._send(200, json.dumps(_chat_payload(text)).encode())
         elif behaviour == "garbage":
             self._send(200, json.dumps(_chat_payload("I am not sure what this script does.")).encode())
         elif behaviour == "http500":
@@ -468,3 +480,45 @@ def test_failed_prediction_is_nan_not_zero() -> None:
     prediction = Prediction.failed("boom", cost_s=1.5)
     assert not prediction.parsed and math.isnan(prediction.score) and prediction.error == "boom"
     assert prediction.cost_s == 1.5
+
+
+# --------------------------------------------------------------------------- outcome prompts
+
+OUTCOME_SCRIPTS = ["import lightgbm\n", "import pandas as pd\nprint(1)\n", "x = (\n"]
+
+
+@pytest.mark.parametrize("style", ["holistic", "decomposed"])
+def test_outcome_styles_predict_status_exception_and_score(canned, task, style):
+    from wmrl_envs.world_models.llm_outcome import LLMOutcomeWorldModel
+
+    model = LLMOutcomeWorldModel(_world_model(canned, "outcome"), style)
+    failing, sound, unparsable = model.predict([task] * 3, OUTCOME_SCRIPTS)
+    assert (failing.status, failing.exception, failing.score, failing.p_valid) == (
+        "import_error", "ModuleNotFoundError", 0.0, 0.0)
+    assert (sound.status, sound.score, sound.p_valid) == ("valid", 0.6, 1.0)
+    if style == "decomposed":
+        # The compile gate settles the syntax error without a request; the sound script meets
+        # every aspect and then the score prompt, the failing one stops at its first aspect.
+        assert (unparsable.status, unparsable.exception) == ("syntax_error", "SyntaxError")
+        asked = [r["body"]["messages"][-1]["content"] for r in canned.requests]
+        assert sum("lightgbm" in a for a in asked) == 1 and sum("print(1)" in a for a in asked) == 5
+    assert all(p.cost_s > 0 for p in (failing, sound))
+
+
+@pytest.mark.parametrize(("text", "status", "exception"), [
+    ("STATUS: runtime_error\nEXCEPTION: KeyError", "runtime_error", "KeyError"),
+    ("**Status:** crash\nException: sklearn.exceptions.NotFittedError", "runtime_error", "NotFittedError"),
+    ("STATUS: valid\nEXCEPTION: none", "valid", None),
+    ("It will probably work.", None, None),
+])
+def test_outcome_answers_are_parsed(text, status, exception):
+    from wmrl_envs.world_models.llm_outcome import parse_exception, parse_status
+
+    assert parse_status(text) == status and parse_exception(text) == exception
+
+
+def test_an_outcome_answer_without_a_status_is_not_an_outcome(canned, task):
+    from wmrl_envs.world_models.llm_outcome import LLMOutcomeWorldModel
+
+    prediction = LLMOutcomeWorldModel(_world_model(canned, "garbage"), "holistic").predict([task], ["x = 1\n"])[0]
+    assert not prediction.parsed and "STATUS" in prediction.error

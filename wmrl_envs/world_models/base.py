@@ -81,14 +81,17 @@ class WorldModel(Protocol):
 _REGISTRY: dict[str, tuple[str, str]] = {
     "corrupted": ("wmrl_envs.world_models.corrupted", "CorruptedWorldModel.from_options"),
     "llm": ("wmrl_envs.world_models.llm", "LLMWorldModel.from_options"),
+    "llm_outcome": ("wmrl_envs.world_models.llm_outcome", "LLMOutcomeWorldModel.from_options"),
     "surrogate": ("wmrl_envs.world_models.surrogate", "SurrogateWorldModel"),
 }
 
 
 def make_world_model(name: str, **kwargs: Any) -> WorldModel:
-    """Build a world model by name (``"llm"``, ``"surrogate"`` or ``"corrupted"``) with its keyword options.
+    """Build a world model by name (``"llm"``, ``"llm_outcome"``, ``"surrogate"`` or ``"corrupted"``)
+    with its keyword options.
 
-    ``"llm"`` takes the options of :meth:`LLMWorldModel.from_options`; ``"surrogate"`` those of
+    ``"llm"`` takes the options of :meth:`LLMWorldModel.from_options`, ``"llm_outcome"`` those of
+    :meth:`LLMOutcomeWorldModel.from_options`; ``"surrogate"`` those of
     ``SurrogateWorldModel``; ``"corrupted"`` (a stress test) those of
     :meth:`CorruptedWorldModel.from_options`.
     """

@@ -29,10 +29,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.scoring import CodeScorer, ScoreResult
 from wmrl_envs.tasks.spec import Task, TaskSpec
-from wmrl_envs.world_models.mutations import LEGACY_MUTATIONS, mutate
+from wmrl_envs.world_models.mutations import LEGACY_MUTATIONS, OPERATORS, MutationNotApplicable, mutate
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,14 @@ COLUMNS: tuple[str, ...] = (
     "task_id", "split", "choices", "seed", "mutation",
     "status", "valid", "real_score", "raw_score", "wall_s", "cpu_s",
 )
+#: How each run ended, in the vocabulary of :mod:`wmrl_envs.outcome`: the status, the exception's
+#: short class and its line (the sandbox's last traceback line, or the grader's reason). Files
+#: written before these columns existed read them as empty.
+OUTCOME_COLUMNS: tuple[str, ...] = ("outcome", "exception", "message")
+#: Longest message a row keeps (characters).
+MAX_ROW_MESSAGE = 300
+#: Operators whose mutant always runs into its wall-clock limit.
+TIMEOUT_MUTATIONS = frozenset(name for name, op in OPERATORS.items() if op.status == outcome.TIMEOUT)
 
 
 @dataclass(frozen=True)
@@ -119,6 +128,60 @@ def plan_corpus(
     return plan
 
 
+def plan_mutants(
+    tasks: Sequence[Task],
+    slots: Mapping[str, Sequence[str]],
+    render: Renderer,
+    per_task: int,
+    operators: Sequence[str] | None = None,
+    slot_weights: Mapping[str, Mapping[str, float]] | None = None,
+    seed: int = 0,
+) -> list[CorpusItem]:
+    """Plan ``per_task`` mutants for every task, spreading the operators evenly over the plan.
+
+    Operators are dealt in a shuffled cycle shared by all tasks, so each gets about the same
+    number of rows; an operator that does not apply to a task's drawn script
+    (:class:`MutationNotApplicable`) passes its turn to the next one.
+
+    Args:
+        tasks: Tasks to plan for.
+        slots: The grammar's slots and their options.
+        render: The grammar's renderer (a mutant's applicability needs its script).
+        per_task: Mutants per task.
+        operators: Operator names (default: every one of :data:`~.mutations.OPERATORS`).
+        slot_weights: Relative sampling weight of options, per slot (default uniform).
+        seed: Seeds every draw.
+    """
+    names = list(operators or OPERATORS)
+    unknown = sorted(set(names) - set(OPERATORS))
+    if unknown:
+        raise ConfigError(f"unknown mutation operator(s) {unknown}; known: {sorted(OPERATORS)}")
+    weights = {slot: [float((slot_weights or {}).get(slot, {}).get(o, 1.0)) for o in options]
+               for slot, options in slots.items()}
+    deal = random.Random(f"{seed}:operators")
+    cycle: list[str] = []
+    plan: list[CorpusItem] = []
+    for task in tasks:
+        rng = random.Random(f"{seed}:mutants:{task.id}")
+        items: list[CorpusItem] = []
+        refused = 0
+        while len(items) < per_task and refused < 4 * len(names):
+            if not cycle:
+                cycle = deal.sample(names, len(names))
+            name = cycle.pop()
+            choices, render_seed = _draw(rng, slots, weights)
+            item = CorpusItem(task.id, task.spec.split, choices, render_seed, name)
+            try:
+                item.script(task.spec, render)
+            except MutationNotApplicable:
+                refused += 1
+                continue
+            if item not in items:
+                items.append(item)
+        plan.extend(items)
+    return plan
+
+
 def _draw(rng: random.Random, slots: Mapping[str, Sequence[str]],
           weights: Mapping[str, list[float]]) -> tuple[str, int]:
     """A random point of the grammar (as choices JSON) and a render seed."""
@@ -134,10 +197,15 @@ def read_corpus(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         return pd.DataFrame(columns=list(COLUMNS))
-    frame = pd.read_csv(path, dtype={"task_id": str, "choices": str, "mutation": str, "status": str})
+    frame = pd.read_csv(path, dtype={"task_id": str, "choices": str, "mutation": str, "status": str,
+                                     "outcome": str, "exception": str, "message": str}, keep_default_na=False,
+                        na_values={"real_score": [""], "raw_score": [""]})
     missing = set(COLUMNS) - set(frame.columns)
     if missing:
         raise ConfigError(f"{path}: not a corpus file, it lacks column(s) {sorted(missing)}")
+    for column in OUTCOME_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = ""
     return frame
 
 
@@ -199,14 +267,16 @@ def build_corpus(
         path: Corpus CSV (created with a header if missing).
         workers: Sandbox runs at once.
         wall_s: Cap on each task's wall-clock limit for corpus runs (None keeps the task's).
-        loop_wall_s: Wall-clock limit of ``infinite_loop`` items, which always run into it.
+        loop_wall_s: Wall-clock limit of the items whose operator always times out
+            (:data:`TIMEOUT_MUTATIONS`): any limit gives them the same outcome.
         executor: Sandbox backend.
         progress: Show a progress bar.
     """
     path = Path(path)
     done = {item.key for item in corpus_items(read_corpus(path))}
     todo = [item for item in plan if item.key not in done]
-    reward = CodeScorer(executor=executor, workers=workers)
+    # Every script runs: the corpus is the ground truth the prover and the world model answer to.
+    reward = CodeScorer(executor=executor, workers=workers, prove=False)
     start = time.perf_counter()
     written = infra = 0
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -214,7 +284,7 @@ def build_corpus(
     with path.open("a", newline="", encoding="utf-8") as fh, ThreadPoolExecutor(workers) as threads:
         writer = csv.writer(fh)
         if new_file:
-            writer.writerow(COLUMNS)
+            writer.writerow(COLUMNS + OUTCOME_COLUMNS)
         futures = {threads.submit(_execute, item, tasks[item.task_id], render, reward, wall_s, loop_wall_s): item
                    for item in todo}
         finished = as_completed(futures)
@@ -235,9 +305,55 @@ def build_corpus(
     return BuildStats(len(plan), len(plan) - len(todo), written, infra, time.perf_counter() - start)
 
 
+def fill_outcomes(path: str | Path, tasks: Mapping[str, Task], render: Renderer, workers: int = 2,
+                  wall_s: float | None = 60.0, loop_wall_s: float = 30.0, executor: str = "bwrap") -> int:
+    """Give every row of a corpus written before :data:`OUTCOME_COLUMNS` existed its outcome.
+
+    A valid run's outcome is ``valid``; any other row's script runs again, since the old
+    columns do not say which exception or which grader complaint ended it. A rerun whose
+    executor status differs from the row's (a run near its time limit) leaves the outcome
+    empty and is logged. The file is rewritten whole, its other columns unchanged. Returns how
+    many rows were executed.
+    """
+    path = Path(path)
+    with path.open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    if not rows:
+        return 0
+    fields = list(rows[0]) + [c for c in OUTCOME_COLUMNS if c not in rows[0]]
+    rerun = []
+    for row in rows:
+        if row.get("outcome"):
+            continue
+        if row["status"] == "ok" and row["valid"] == "1":
+            row.update(outcome=outcome.VALID, exception="", message="")
+        else:
+            rerun.append(row)
+    scorer = CodeScorer(executor=executor, workers=workers, prove=False)
+    with ThreadPoolExecutor(workers) as threads:
+        items = [CorpusItem(r["task_id"], r["split"], r["choices"], int(r["seed"]), r["mutation"]) for r in rerun]
+        results = threads.map(lambda i: _execute(i, tasks[i.task_id], render, scorer, wall_s, loop_wall_s), items)
+        for row, result in zip(rerun, results):
+            fresh = _row(CorpusItem(row["task_id"], row["split"], row["choices"], int(row["seed"]), row["mutation"]),
+                         result)
+            if result.infra_failure or fresh[5] != row["status"]:
+                log.warning("rerun of %s/%s ended %s, its row says %s: outcome left empty", row["task_id"],
+                            row["mutation"], fresh[5], row["status"])
+                continue
+            row.update(zip(OUTCOME_COLUMNS, fresh[len(COLUMNS):]))
+    scorer.close()
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+    return len(rerun)
+
+
 def _execute(item: CorpusItem, task: Task, render: Renderer, reward: CodeScorer,
              wall_s: float | None, loop_wall_s: float) -> ScoreResult:
-    cap = loop_wall_s if item.mutation == "infinite_loop" else wall_s
+    cap = loop_wall_s if item.mutation in TIMEOUT_MUTATIONS else wall_s
     if cap is not None and cap < task.limits.wall_s:
         limits = dataclasses.replace(task.limits, wall_s=float(cap))
         task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, limits=limits))
@@ -246,6 +362,9 @@ def _execute(item: CorpusItem, task: Task, render: Renderer, reward: CodeScorer,
 
 def _row(item: CorpusItem, result: ScoreResult) -> list[object]:
     raw = "" if result.raw_score is None else f"{result.raw_score:.6g}"
+    _, line = outcome.exception_from_stderr(result.stderr)
+    message = (line or (result.error or ""))[:MAX_ROW_MESSAGE]
     return [item.task_id, item.split, item.choices, item.seed, item.mutation,
-            result.status, int(result.valid), f"{result.real_score:.6g}", raw,
-            f"{result.cost.get('execution_s', 0.0):.2f}", f"{result.cost.get('execution_cpu_s', 0.0):.2f}"]
+            result.execution_status, int(result.valid), f"{result.real_score:.6g}", raw,
+            f"{result.cost.get('execution_s', 0.0):.2f}", f"{result.cost.get('execution_cpu_s', 0.0):.2f}",
+            result.status, result.exception or "", message]

@@ -30,7 +30,7 @@ from wmrl_envs.paths import wmrl_home
 
 log = logging.getLogger(__name__)
 
-FACTS_FORMAT = 1
+FACTS_FORMAT = 2
 #: Where agent code sees the runtime venv (the bubblewrap executor's mount), for messages that
 #: quote a module's file as the sandbox's traceback does.
 RUNTIME_MOUNT = "/opt/wmrl-runtime"
@@ -147,6 +147,32 @@ for name, module in loaded.items():
                 classes[key] = {"name": obj.__name__, "attrs": sorted(dir(obj)), "dynamic": dynamic}
             callables.setdefault(name + "." + attr, {})["class"] = key
 
+# What a never-fitted estimator says when asked to transform or predict. Probed with an input no
+# method could read: a NotFittedError then proves the fitted check comes before any other.
+import traceback
+from sklearn.exceptions import NotFittedError
+for key, info in classes.items():
+    module_name, _, qualname = key.rpartition(".")
+    if not module_name.startswith("sklearn.") or "." in qualname:
+        continue
+    try:
+        cls = getattr(importlib.import_module(module_name), qualname)
+        instance = cls()
+    except Exception:
+        continue
+    unfitted = {}
+    for method in ("transform", "predict", "predict_proba", "decision_function", "inverse_transform"):
+        if not callable(getattr(instance, method, None)):
+            continue
+        try:
+            getattr(instance, method)(object())
+        except NotFittedError as exc:
+            unfitted[method] = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        except Exception:
+            pass
+    if unfitted:
+        info["unfitted"] = unfitted
+
 top = set(sys.builtin_module_names) | set(getattr(sys, "stdlib_module_names", ()))
 top |= {i.name for i in pkgutil.iter_modules([p for p in sys.path if p and os.path.isdir(p)])}
 print(json.dumps({"python": "%d.%d.%d" % sys.version_info[:3], "top_level": sorted(top),
@@ -168,8 +194,10 @@ class RuntimeFacts:
         callables: Per ``"module.name"``: ``params``, ``var_keyword``, ``template`` (the
             ``TypeError`` text of an unknown keyword, ``{}`` for its name) and ``class`` (the
             key of :attr:`classes` for a class).
-        classes: Per ``"module.qualname"``: ``name``, ``attrs`` (``dir`` of the class) and
-            ``dynamic`` (a ``__getattr__`` may answer other attributes).
+        classes: Per ``"module.qualname"``: ``name``, ``attrs`` (``dir`` of the class),
+            ``dynamic`` (a ``__getattr__`` may answer other attributes) and, for a scikit-learn
+            class, ``unfitted``: the exception line each method of a never-fitted, default-built
+            instance raises before reading its input (probed with an input no method can read).
     """
 
     digest: str

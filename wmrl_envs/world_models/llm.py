@@ -324,14 +324,17 @@ class LLMWorldModel:
         chat = backend if isinstance(backend, ChatBackend) else make_backend(backend, **(backend_options or {}))
         return cls(chat, template=PromptTemplate.load(template_path), **kwargs)
 
-    def render(self, task: Task, script: str, shrink: float = 1.0) -> list[dict[str, str]]:
+    def render(self, task: Task, script: str, shrink: float = 1.0, template: PromptTemplate | None = None,
+               extra: Mapping[str, str] | None = None) -> list[dict[str, str]]:
         """The chat messages for one ``(task, script)``, truncated to fit the context window.
 
         ``shrink`` scales the character budget of description and script, for a retry after
-        the model rejected a prompt as too long.
+        the model rejected a prompt as too long. ``template`` replaces the model's own, with
+        ``extra`` placeholders of its own.
         """
         spec = task.spec
-        fields = {
+        template = template or self.template
+        fields = {**(extra or {}),
             "task_name": spec.name,
             "task_type": spec.task_type,
             "metric": spec.metric,
@@ -339,7 +342,7 @@ class LLMWorldModel:
             "score_meaning": SCORE_MEANINGS.get(spec.suite, DEFAULT_SCORE_MEANING),
             "meta": _format_meta(spec.meta),
         }
-        frame = self.template.render({**fields, "description": "", "script": ""})
+        frame = template.render({**fields, "description": "", "script": ""})
         frame_chars = sum(len(m["content"]) for m in frame)
         budget = int((self.context_tokens - self.backend.max_tokens) * CHARS_PER_TOKEN) - frame_chars
         # Chat templates add a few tokens per message; keep a margin for them.
@@ -351,7 +354,7 @@ class LLMWorldModel:
         script_chars = budget - desc_chars
         fields["description"] = truncate_end(description, desc_chars)
         fields["script"] = truncate_middle(script, script_chars)
-        return self.template.render(fields)
+        return template.render(fields)
 
     def predict(self, tasks: Sequence[Task], scripts: Sequence[str]) -> list[Prediction]:
         """One prediction per ``(tasks[i], scripts[i])``; failures become ``parsed=False`` predictions.
@@ -362,13 +365,21 @@ class LLMWorldModel:
         """
         if len(tasks) != len(scripts):
             raise ValueError(f"got {len(tasks)} tasks but {len(scripts)} scripts")
+        outcomes, spent = self.complete(tasks, scripts)
+        return [self._prediction(outcome, cost) for outcome, cost in zip(outcomes, spent)]
+
+    def complete(self, tasks: Sequence[Task], scripts: Sequence[str], template: PromptTemplate | None = None,
+                 extras: Sequence[Mapping[str, str]] | None = None) -> tuple[list[ChatOutcome], list[float]]:
+        """The model's answer to each ``(task, script)`` prompt and the seconds it cost (see
+        :meth:`predict`); ``template`` and per-item ``extras`` as in :meth:`render`."""
         outcomes: dict[int, ChatOutcome] = {}
         spent = [0.0] * len(tasks)
         pending = list(range(len(tasks)))
         shrink = 1.0
         for _ in range(MAX_SHRINKS + 1):
             start = time.perf_counter()
-            batch = self.backend.complete_many([self.render(tasks[i], scripts[i], shrink) for i in pending])
+            batch = self.backend.complete_many([
+                self.render(tasks[i], scripts[i], shrink, template, extras[i] if extras else None) for i in pending])
             wall = time.perf_counter() - start
             # Concurrent requests overlap, so their latencies add up to more than the time spent;
             # each item is charged its latency's share of the batch's wall-clock time.
@@ -380,7 +391,7 @@ class LLMWorldModel:
             if not pending:
                 break
             shrink /= 2
-        return [self._prediction(outcomes[i], spent[i]) for i in range(len(tasks))]
+        return [outcomes[i] for i in range(len(tasks))], spent
 
     def _prediction(self, outcome: ChatOutcome, cost_s: float) -> Prediction:
         if outcome.completion is None:

@@ -27,6 +27,9 @@ check                       what is proved                                   sta
                             columns are known (read, drop, rename followed)  (KeyError)
 ``missing_directory``       a write into a directory that cannot exist       ``runtime_error``
                                                                              (OSError)
+``unfitted_estimator``      ``transform``/``predict`` of a scikit-learn      ``runtime_error``
+                            estimator built with no arguments and never      (NotFittedError)
+                            handed to anything since (probed in the runtime)
 ==========================  ===============================================  ====================
 
 **A proof is never wrong about failure.** The prover follows execution order through
@@ -132,7 +135,8 @@ _OPAQUE_HINT = re.compile(r"\b(?:%s|os|sys|from\s+\.|import\s+\*|async|await|yie
     sorted(OPAQUE_NAMES | OPAQUE_MODULES)))
 MAX_UNROLL = 64
 MAX_CALL_DEPTH = 4
-_SANDBOX_PATH = "/workspace/solution.py"
+_WORKSPACE = "/workspace"
+_SANDBOX_PATH = f"{_WORKSPACE}/solution.py"
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,15 @@ class _Keys:
 @dataclass
 class _Columns:
     frame: _Frame
+
+
+@dataclass
+class _Unfitted:
+    """A scikit-learn estimator built with its defaults and never fitted since; ``methods`` maps
+    what it cannot do yet to the exception line it raises (probed, :mod:`.facts`)."""
+
+    methods: dict[str, str]
+    fresh: bool = True
 
 
 @dataclass
@@ -536,6 +549,8 @@ class _Walker:
             for name, value in list(s.names.items()):
                 if isinstance(value, _Frame):
                     value.columns = None
+                elif isinstance(value, _Unfitted):
+                    value.fresh = False
                 elif isinstance(value, _Const) and not _immutable(value.value):
                     s.names[name] = UNKNOWN
 
@@ -543,6 +558,8 @@ class _Walker:
         """One value may have changed in place: forget it under every name that holds it."""
         if isinstance(value, _Frame):
             value.columns = None
+        elif isinstance(value, _Unfitted):
+            value.fresh = False  # whatever it was handed to may fit it
         elif isinstance(value, _Const) and not _immutable(value.value):
             for s in scope.chain():
                 for name, held in list(s.names.items()):
@@ -819,10 +836,11 @@ class _Walker:
         if self.escaped and not pure and not isinstance(func, _UserFunction):
             self.wrote = True
             self._forget_all(scope)  # it may run the script's own code, which may change anything
+        if isinstance(owner, _Unfitted):
+            return self._unfitted_call(node, owner)
         if isinstance(func, _Callable):
             for arg in [*args, *keywords.values()]:
-                if isinstance(arg, _Const) and not _immutable(arg.value):
-                    self._forget(arg, scope)  # e.g. random.shuffle(columns)
+                self._forget(arg, scope)  # e.g. random.shuffle(columns), make_pipeline(scaler, ...)
             return self._library_call(node, func.path, args, keywords)
         if isinstance(func, _UserFunction):
             return self._user_call(node, func.node, args, scope)
@@ -844,6 +862,17 @@ class _Walker:
             self._forget(arg, scope)
         return UNKNOWN
 
+    def _unfitted_call(self, node: ast.Call, estimator: _Unfitted) -> Any:
+        """``transform``/``predict``... of a never-fitted estimator raises NotFittedError; any
+        other method (``fit``, ``set_params``, ...) may fit it."""
+        method = node.func.attr  # type: ignore[attr-defined]
+        plain = len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred)
+        if estimator.fresh and plain and method in estimator.methods:
+            raise _Proved(Proof(outcome.RUNTIME_ERROR, "NotFittedError", estimator.methods[method], node.lineno,
+                                "unfitted_estimator"))
+        estimator.fresh = False
+        return UNKNOWN
+
     def _library_call(self, node: ast.Call, path: str, args: list[Any], keywords: dict[str | None, Any]) -> Any:
         facts = self.facts.callables.get(path, {})
         if "params" in facts and not facts["var_keyword"]:
@@ -862,6 +891,9 @@ class _Walker:
                 header = self.task.headers.get(_data_relative(target.value) or "")
                 return _Frame(list(header) if header is not None else None)
             return _Frame(None) if canonical.startswith("pandas.") else UNKNOWN
+        unfitted = self.facts.classes.get(facts.get("class", ""), {}).get("unfitted")
+        if unfitted and not node.args and not node.keywords:
+            return _Unfitted(dict(unfitted))  # built as the facts probed it: with its defaults
         if canonical == "pandas.DataFrame":
             data = args[0] if args else keywords.get("data")
             if isinstance(data, _Keys) and set(keywords) <= {"data"} and len(args) <= 1:
@@ -967,27 +999,27 @@ def _absolute_absent(path: str) -> bool:
     return bool(parts) and parts[0] not in _SANDBOX_ROOTS and not Path("/", parts[0]).exists()
 
 
+def _sandbox_path(path: str) -> str:
+    """The absolute path a literal names in the sandbox, whose working directory is /workspace."""
+    return posixpath.normpath(posixpath.join(_WORKSPACE, path))
+
+
 def _data_relative(path: str) -> str | None:
     """The path under ``data/`` a literal names, or None when it points elsewhere."""
-    norm = posixpath.normpath(path)
-    if norm.startswith("/workspace/"):
-        norm = norm[len("/workspace/"):]
-    if norm.startswith("./"):
-        norm = norm[2:]
-    return norm[len("data/"):] if norm.startswith("data/") else None
+    absolute = _sandbox_path(path)
+    prefix = f"{_WORKSPACE}/data/"
+    return absolute[len(prefix):] if absolute.startswith(prefix) else None
 
 
 def _file_absent(path: str, task: TaskFacts, wrote: bool) -> bool:
     relative = _data_relative(path)
     if relative is not None:
         return relative not in task.files  # data/ is a read-only mount of exactly these files
-    norm = posixpath.normpath(path)
-    if norm.startswith("/"):
-        return _absolute_absent(norm)
-    if norm.startswith("..") or wrote:
-        return False
+    absolute = _sandbox_path(path)
+    if not absolute.startswith(f"{_WORKSPACE}/"):
+        return absolute != _WORKSPACE and _absolute_absent(absolute)
     # The work dir holds data/ and solution.py until the script writes something.
-    return norm not in ("solution.py", "data", ".")
+    return not wrote and absolute not in (f"{_WORKSPACE}/solution.py", f"{_WORKSPACE}/data")
 
 
 @functools.lru_cache(maxsize=256)

@@ -110,6 +110,8 @@ class StatusHead:
     model: object
     scale: tuple[np.ndarray, np.ndarray]
     temperature: float
+    #: Out-of-fold log loss (temperature applied) on the training rows: held-out tasks never enter it.
+    cv_log_loss: float = float("nan")
 
     def probabilities(self, scripts: Sequence[str], features: np.ndarray) -> np.ndarray:
         """Calibrated P(label) per script, columns in :attr:`labels` order."""
@@ -177,8 +179,9 @@ def fit_status_head(scripts: Sequence[str], features: np.ndarray, statuses: Sequ
 
     out_of_fold = _out_of_fold_logits(model, x, y, np.asarray(groups), config)
     fitted = model().fit(x, y)
-    temperature = _fit_temperature(out_of_fold, y, list(fitted.classes_))
-    return StatusHead(labels=list(fitted.classes_), model=fitted, scale=scale, temperature=temperature)
+    temperature, loss = _fit_temperature(out_of_fold, y, list(fitted.classes_))
+    return StatusHead(labels=list(fitted.classes_), model=fitted, scale=scale, temperature=temperature,
+                      cv_log_loss=loss)
 
 
 def _out_of_fold_logits(model, x, y: np.ndarray, groups: np.ndarray, config: StatusHeadConfig) -> np.ndarray:
@@ -201,16 +204,17 @@ def _out_of_fold_logits(model, x, y: np.ndarray, groups: np.ndarray, config: Sta
     return logits
 
 
-def _fit_temperature(logits: np.ndarray, y: np.ndarray, classes: list[str]) -> float:
-    """The temperature that minimises the out-of-fold log loss (a one-parameter grid search)."""
+def _fit_temperature(logits: np.ndarray, y: np.ndarray, classes: list[str]) -> tuple[float, float]:
+    """The temperature that minimises the out-of-fold log loss (a one-parameter grid search),
+    and that loss."""
     index = np.array([classes.index(v) for v in y])
     best, best_loss = 1.0, np.inf
     for t in np.exp(np.linspace(np.log(0.25), np.log(8.0), 61)):
         p = _softmax(logits / t)
         loss = -np.mean(np.log(np.clip(p[np.arange(len(y)), index], 1e-12, 1.0)))
         if loss < best_loss:
-            best, best_loss = float(t), loss
-    return best
+            best, best_loss = float(t), float(loss)
+    return best, best_loss
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
