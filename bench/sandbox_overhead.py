@@ -14,11 +14,21 @@ Runs, interleaved in one process so machine noise hits both sides alike:
 4. Docker latency: the latency runs of 1. through ``make_executor("docker")``, on the engine of
    ``--docker-host`` or else on a private dockerd started for the benchmark (root, docker.io);
    ``--skip-docker`` leaves it out. The 60 ms target is bubblewrap's.
+5. Warm against cold: ``make_executor("warm")`` (runs forked from a preloaded zygote) and
+   ``"bwrap"``, interleaved, ``--warm-repeats`` runs each of a trivial script, the corpus
+   scripts' imports alone, and the median corpus script (the unbroken corpus row whose recorded
+   CPU-s is nearest the corpus median). Per run: the CPU-s of everything this benchmark's
+   process tree spent on it (its own cpuacct cgroup: host side, sandbox set-up, the zygote's
+   fork and the run), the run's own cgroup CPU-s and the wall time; mean ± SE. Then pool
+   throughput with 2 workers on batches of ``--pool-jobs`` median corpus scripts, per executor.
+   The zygote's start (its imports, paid once) is timed apart. ``--skip-warm`` leaves it out.
 
 Writes ``bench/results/<name>.json`` and ``.md`` (``--name``, default ``sandbox_overhead``).
-Targets: under 60 ms added per run, at least 1.7x throughput with 2 workers on 2 cores.
+Targets: under 60 ms added per run, at least 1.7x throughput with 2 workers on 2 cores, and at
+least 2.5x fewer CPU-s per median corpus run warm than cold.
 
     python bench/sandbox_overhead.py [--runs 20] [--pool-jobs 6] [--loop-s 1.5] [--skip-ray] [--skip-docker]
+                                     [--warm-repeats 5] [--skip-warm]
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import argparse
 import contextlib
 import datetime as dt
 import json
+import math
 import os
 import platform
 import statistics
@@ -36,7 +47,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from wmrl_envs.sandbox import ExecutorPool, Limits, make_executor
+from wmrl_envs.sandbox import ExecutorPool, Limits, cgroups, make_executor
 from wmrl_envs.sandbox.dockerd import PrivateDockerd
 from wmrl_envs.sandbox.launcher import agent_env
 from wmrl_envs.sandbox.runtime import load_runtime
@@ -49,6 +60,7 @@ SCRIPTS = {
 LOOP = "total = 0\nfor i in range({n}):\n    total += i * i\nprint(total)\n"
 TARGET_ADDED_MS = 60.0
 TARGET_SPEEDUP = 1.7
+TARGET_WARM_CPU_RATIO = 2.5
 
 
 def run_bare(python: Path, script: str, env: dict[str, str]) -> float:
@@ -152,6 +164,118 @@ def ray_throughput(task, n: int, jobs: int) -> dict[str, float]:
     return out
 
 
+class TreeCpu:
+    """CPU-seconds of this process and everything it starts, from a cpuacct cgroup of its own.
+
+    Entered before any executor exists, so that the run cgroups, the helpers, bwrap and the
+    warm sandbox's zygote all land below it. ``usage()`` is None where cgroups are not writable.
+    """
+
+    def __init__(self) -> None:
+        runs = cgroups.parent_dirs().get("cpuacct")  # <this process's group>/wmrl, when writable
+        self.parent = runs.parent if runs is not None else None
+        self.group = self.parent / f"wmrl-bench-{os.getpid()}" if self.parent is not None else None
+
+    def __enter__(self) -> "TreeCpu":
+        if self.group is not None:
+            try:
+                self.group.mkdir()
+                (self.group / "cgroup.procs").write_text(str(os.getpid()))
+            except OSError:
+                self.group = None
+        return self
+
+    def usage(self) -> float | None:
+        return int((self.group / "cpuacct.usage").read_text()) / 1e9 if self.group else None
+
+    def __exit__(self, *exc) -> None:
+        if self.group is not None:
+            (self.parent / "cgroup.procs").write_text(str(os.getpid()))
+            for group in sorted((p for p in self.group.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+                cgroups.remove_dir(group)
+            cgroups.remove_dir(self.group)
+
+
+def mean_se(values: list[float]) -> dict[str, float]:
+    se = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+    return {"mean": statistics.fmean(values), "se": se, "n": len(values)}
+
+
+def ratio(cold: dict[str, float], warm: dict[str, float]) -> dict[str, float]:
+    """cold/warm of two means, with the SE propagated from both (first order)."""
+    value = cold["mean"] / warm["mean"]
+    return {"mean": value, "se": value * math.hypot(cold["se"] / cold["mean"], warm["se"] / warm["mean"])}
+
+
+def warm_scripts() -> tuple[dict[str, str], object, dict[str, object]]:
+    """The trivial, imports-only and median corpus scripts, their task, and which corpus row."""
+    from warm_sandbox import CORPUS, render  # the grammar's renderer, next to this file
+
+    from wmrl_envs.world_models.corpus import corpus_items, read_corpus
+
+    frame = read_corpus(CORPUS)
+    ok = frame[(frame.status == "ok") & (frame.mutation == "none")]
+    median = ok.iloc[(ok.cpu_s - frame[frame.status == "ok"].cpu_s.median()).abs().argsort().iloc[0]]
+    item = next(i for i in corpus_items(frame) if (i.task_id, i.choices, i.seed, i.mutation)
+                == (median.task_id, median.choices, median.seed, median.mutation))
+    script, task = render(item)
+    header = script.split("\nSEED = ", 1)[0]  # the docstring and the imports, nothing else
+    scripts = {"trivial": "pass\n", "imports_only": header + "\n", "median_corpus": script}
+    row = {"task_id": item.task_id, "choices": item.choices, "seed": item.seed, "recorded_cpu_s": float(median.cpu_s)}
+    return scripts, task, row
+
+
+def warm_vs_cold(repeats: int, jobs: int, tree: TreeCpu) -> dict[str, object]:
+    """Section 5: warm against cold, interleaved (see the module docstring)."""
+    scripts, task, row = warm_scripts()
+    executors = {"bwrap": make_executor("bwrap"), "warm": make_executor("warm")}
+    start, before = time.perf_counter(), tree.usage()
+    executors["warm"].start()
+    zygote = {"start_wall_s": time.perf_counter() - start,
+              "start_cpu_s": None if before is None else tree.usage() - before}
+    samples = {(s, e, m): [] for s in scripts for e in executors for m in ("tree_cpu_s", "run_cpu_s", "wall_s")}
+    for name, executor in executors.items():  # warm caches (page cache, the zygote's first fork)
+        executor.run(scripts["imports_only"], task).cleanup()
+    for _ in range(repeats):
+        for script_name, script in scripts.items():
+            for name, executor in executors.items():
+                before, start = tree.usage(), time.perf_counter()
+                result = executor.run(script, task)
+                wall, after = time.perf_counter() - start, tree.usage()
+                result.cleanup()
+                if not result.ok:
+                    raise RuntimeError(f"a {name} benchmark run failed: {result}")
+                samples[script_name, name, "wall_s"].append(wall)
+                samples[script_name, name, "run_cpu_s"].append(result.cpu_s)
+                if before is not None:
+                    samples[script_name, name, "tree_cpu_s"].append(after - before)
+    per_run = {s: {e: {m: mean_se(samples[s, e, m]) for m in ("tree_cpu_s", "run_cpu_s", "wall_s")
+                       if samples[s, e, m]} for e in executors} for s in scripts}
+    for s, row_ in per_run.items():
+        key = "tree_cpu_s" if "tree_cpu_s" in row_["warm"] else "run_cpu_s"
+        row_["cpu_ratio"] = ratio(row_["bwrap"][key], row_["warm"][key]) | {"measure": key}
+    pool = {}
+    for name, executor in executors.items():
+        rates, cpus = [], []
+        with ExecutorPool(executor, workers=2) as workers:
+            for _ in range(3):
+                before, start = tree.usage(), time.perf_counter()
+                results = workers.run_batch([(scripts["median_corpus"], task)] * jobs)
+                elapsed = time.perf_counter() - start
+                if not all(r.ok for r in results):
+                    raise RuntimeError(f"a {name} pool run failed: {[r for r in results if not r.ok][:1]}")
+                for r in results:
+                    r.cleanup()
+                rates.append(jobs / elapsed)
+                if before is not None:
+                    cpus.append((tree.usage() - before) / jobs)
+        pool[name] = {"scripts_per_s": mean_se(rates), **({"tree_cpu_s_per_script": mean_se(cpus)} if cpus else {})}
+    pool["speedup"] = ratio(pool["warm"]["scripts_per_s"], pool["bwrap"]["scripts_per_s"])
+    executors["warm"].close()
+    return {"median_corpus_row": row, "repeats": repeats, "pool_jobs": jobs, "zygote": zygote,
+            "tree_cpu_measured": tree.usage() is not None, "per_run": per_run, "pool_2w": pool}
+
+
 def machine() -> dict[str, object]:
     """Cores, RAM, versions and the current load (other work on a shared box skews results)."""
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
@@ -228,14 +352,58 @@ def to_markdown(report: dict) -> str:
             ),
             "",
         ]
+    wc = report.get("warm_vs_cold")
+    if wc is not None:
+        lines += warm_markdown(wc)
+    targets = report["targets"]
+    warm_target = "" if targets.get("warm_cpu_ratio_met") is None else (
+        f", >= {TARGET_WARM_CPU_RATIO}x fewer CPU-s per median corpus run warm than cold "
+        f"({verdict(targets['warm_cpu_ratio_met'])})")
     lines += [
         (
-            f"Targets: added latency < {TARGET_ADDED_MS:.0f} ms ({verdict(report['targets']['latency_met'])}), "
-            f"2-worker speed-up >= {TARGET_SPEEDUP}x ({verdict(report['targets']['speedup_met'])})."
+            f"Targets: added latency < {TARGET_ADDED_MS:.0f} ms ({verdict(targets['latency_met'])}), "
+            f"2-worker speed-up >= {TARGET_SPEEDUP}x ({verdict(targets['speedup_met'])}){warm_target}."
         ),
         "",
     ]
     return "\n".join(lines)
+
+
+def warm_markdown(wc: dict) -> list[str]:
+    def fmt(cell: dict | None, digits: int = 3) -> str:
+        return "n/a" if cell is None else f"{cell['mean']:.{digits}f} ± {cell['se']:.{digits}f}"
+
+    zygote, row = wc["zygote"], wc["median_corpus_row"]
+    start_cpu = "" if zygote["start_cpu_s"] is None else f", {zygote['start_cpu_s']:.2f} CPU-s"
+    lines = [
+        "#### Warm (`make_executor(\"warm\")`) against cold (`\"bwrap\"`)",
+        "",
+        (f"{wc['repeats']} interleaved runs of each script on each executor, mean ± SE. Tree CPU-s: everything this "
+         "benchmark's process tree spent on the run (host side, sandbox set-up, the zygote's fork, the run), from a "
+         "cpuacct cgroup of its own; run CPU-s: the run's own cgroup. The median corpus script is "
+         f"{row['task_id']} {row['choices']} (seed {row['seed']}, {row['recorded_cpu_s']} CPU-s in the corpus). "
+         f"The zygote's start, paid once per executor: {zygote['start_wall_s']:.2f} s wall{start_cpu}."),
+        "",
+        "| script | cold tree CPU-s | warm tree CPU-s | cold / warm | cold run CPU-s | warm run CPU-s "
+        "| cold wall s | warm wall s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in wc["per_run"].items():
+        cold, warm = r["bwrap"], r["warm"]
+        lines.append(f"| {name} | {fmt(cold.get('tree_cpu_s'))} | {fmt(warm.get('tree_cpu_s'))} | "
+                     f"{fmt(r['cpu_ratio'], 2)}x | {fmt(cold['run_cpu_s'])} | {fmt(warm['run_cpu_s'])} | "
+                     f"{fmt(cold['wall_s'], 2)} | {fmt(warm['wall_s'], 2)} |")
+    pool = wc["pool_2w"]
+    per_script = {name: pool[name].get("tree_cpu_s_per_script") for name in ("bwrap", "warm")}
+    lines += [
+        "",
+        (f"Pool throughput, 2 workers, batches of {wc['pool_jobs']} median corpus scripts (3 batches each): cold "
+         f"{fmt(pool['bwrap']['scripts_per_s'])} scripts/s, warm {fmt(pool['warm']['scripts_per_s'])} scripts/s "
+         f"({fmt(pool['speedup'], 2)}x); tree CPU-s per script: cold {fmt(per_script['bwrap'])}, warm "
+         f"{fmt(per_script['warm'])}."),
+        "",
+    ]
+    return lines
 
 
 def main() -> None:
@@ -248,12 +416,15 @@ def main() -> None:
     parser.add_argument("--skip-docker", action="store_true", help="leave out the Docker executor's latency")
     parser.add_argument("--docker-host", default=None, help="Docker engine to use (default: a private dockerd)")
     parser.add_argument("--name", default="sandbox_overhead", help="stem of the results files")
+    parser.add_argument("--skip-warm", action="store_true", help="leave out warm against cold")
+    parser.add_argument("--warm-repeats", type=int, default=5, help="runs per executor and script, warm against cold")
     args = parser.parse_args()
 
     machine_info = machine()  # before the runs: it records the load they start under
     runtime = load_runtime()
-    executor = make_executor("bwrap")
     with tempfile.TemporaryDirectory() as root, contextlib.ExitStack() as stack:
+        tree = stack.enter_context(TreeCpu())  # before any executor: their processes land in it
+        executor = make_executor("bwrap")
         public = Path(root, "public")
         public.mkdir()
         task = SimpleNamespace(public_dir=public, limits=Limits(wall_s=120))
@@ -269,6 +440,7 @@ def main() -> None:
                 ["docker", "--host", host, "version", "--format", "{{.Server.Version}}"],
                 check=True, capture_output=True, text=True).stdout.strip()
             dl = latency(docker, task, runtime.python, args.runs)
+        wc = None if args.skip_warm else warm_vs_cold(args.warm_repeats, args.pool_jobs, tree)
         enforced = executor.run("pass", task).enforced
 
     machine_info["loadavg_1m_at_end"] = os.getloadavg()[0]
@@ -290,9 +462,12 @@ def main() -> None:
         "throughput": tp,
         "ray_throughput": rt,
         "docker_latency": dl,
+        "warm_vs_cold": wc,
         "targets": {
             "latency_met": all(row["added_ms"] < TARGET_ADDED_MS for row in lat.values()),
             "speedup_met": tp["speedup_2w"] >= TARGET_SPEEDUP,
+            "warm_cpu_ratio_met": None if wc is None else wc["per_run"]["median_corpus"]["cpu_ratio"]["mean"]
+            >= TARGET_WARM_CPU_RATIO,
         },
     }
     args.out.mkdir(parents=True, exist_ok=True)

@@ -139,7 +139,8 @@ def test_scores_equal_bwraps_on_a_real_task(private_dockerd, executor, monkeypat
     finally:
         local.close()
         docker.close()
-    assert [s.status for s in got] == [s.status for s in expected] == ["ok", "error", "ok"]
+    assert [s.execution_status for s in got] == [s.execution_status for s in expected] == ["ok", "error", "ok"]
+    assert [s.status for s in got] == [s.status for s in expected] == ["valid", "runtime_error", "invalid_submission"]
     assert [s.valid for s in got] == [s.valid for s in expected] == [True, False, False]
     for mine, theirs in zip(got, expected):
         assert not mine.infra_failure

@@ -4,7 +4,8 @@ Runs go through real bubblewrap inside real Ray tasks. Crashes are real too: the
 the Ray worker that runs a sandbox (from the sandboxed process up its parent chain) and
 SIGKILLs it, or SIGSTOPs it so that only the driver's cancellation backstop can end the run.
 The security suite's network, answer-reading and environment attacks are imported from
-``tests/security`` and run through the Ray executor unchanged.
+``tests/security`` and run through the Ray executor unchanged. The calibrator actor is killed
+with ``ray.kill``: once so that Ray restarts it (its state must survive), once for good.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 import importlib.util
 import inspect
 import json
+import logging
 import math
 import os
 import pickle
@@ -30,8 +32,9 @@ import pytest
 
 from agents.code.grammar import REFERENCE_SOLUTIONS, render_script
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
-from wmrl_envs.errors import ConfigError, SandboxUnavailableError
+from wmrl_envs.errors import CalibratorLostError, ConfigError, SandboxUnavailableError
 from wmrl_envs.sandbox import ExecutionStatus, ExecutorPool, make_executor
+from wmrl_envs.sandbox.base import RUN_DIR_PREFIX
 from wmrl_envs.sandbox.ray_executor import RayExecutor, pack_public_files
 from wmrl_envs.scoring import CodeScorer, HashSchedule, ScoredGroup, ScoreResult, ScoringCore
 from wmrl_envs.scoring.ray_calibrator import RemoteCalibrator, calibrator_actor
@@ -175,7 +178,9 @@ def test_results_equal_local_bwrap_on_a_real_task(cluster, mle_task):
     finally:
         local.close()
         remote.close()
-    assert [s.status for s in got] == [s.status for s in expected] == ["ok", "ok", "error", "ok"]
+    assert [s.execution_status for s in got] == [s.execution_status for s in expected] == ["ok", "ok", "error", "ok"]
+    assert [s.status for s in got] == [s.status for s in expected] == [
+        "valid", "valid", "runtime_error", "invalid_submission"]
     assert [s.valid for s in got] == [s.valid for s in expected] == [True, True, False, False]
     for mine, theirs in zip(got, expected):
         assert not mine.infra_failure
@@ -221,6 +226,10 @@ def test_a_crashed_worker_is_an_infra_failure(cluster, ray_arena, tmp_path):
     assert "WorkerCrashedError" in result.error
     assert result.submission_path is None
     assert _gone(ray_arena.marker)  # the sandbox died with its worker
+    [left] = tmp_path.glob(f"{RUN_DIR_PREFIX}*")  # the killed worker's run folder
+    # The next run's worker builds its executor for this work root, which sweeps the folder away.
+    assert executor.run("print('next')", ray_arena.task, ray_arena.limits).ok
+    assert not left.exists() and list(tmp_path.glob(f"{RUN_DIR_PREFIX}*")) == []
 
 
 def test_a_hung_worker_is_cancelled_after_the_grace(cluster, ray_arena, tmp_path):
@@ -329,14 +338,18 @@ def _batches(seed: int) -> list[list[ScoredGroup]]:
     return [[_anchor_group(rng, f"t{b % 2}", "anchor"), _anchor_group(rng, "t0", "world_model")] for b in range(5)]
 
 
+def _fuse_both(remote: ScoringCore, local: ScoringCore, seed: int, n: int = 5) -> None:
+    """Fuse the same batches through both cores; every reward and weight must be equal."""
+    for mine, theirs in zip(_batches(seed)[:n], _batches(seed)[:n]):
+        for a, b in zip(remote.fuse(mine), local.fuse(theirs)):
+            assert [(s.score, s.wm_score_calibrated, s.fusion_weight) for s in a.samples] == \
+                [(t.score, t.wm_score_calibrated, t.fusion_weight) for t in b.samples]
+
+
 def test_a_remote_calibrator_scores_like_a_local_one(cluster):
     local = ScoringCore(HashSchedule(), Calibrator())
     remote = ScoringCore(HashSchedule(), RemoteCalibrator(calibrator_actor(f"cal-{uuid.uuid4().hex}")))
-    for mine, theirs in zip(_batches(0), _batches(0)):
-        for a, b in zip(remote.fuse(mine), local.fuse(theirs)):
-            for s, t in zip(a.samples, b.samples):
-                assert (s.score, s.wm_score_calibrated, s.fusion_weight) == (t.score, t.wm_score_calibrated,
-                                                                            t.fusion_weight)
+    _fuse_both(remote, local, seed=0)
     assert remote.calibrator.n_pairs == local.calibrator.n_pairs == 40
     assert remote.anchor_weight() == local.anchor_weight() > 1  # past min_pairs_global: a real weight
     assert remote.state_dict() == local.state_dict()
@@ -384,6 +397,50 @@ def test_the_actor_keeps_the_calibrators_errors_and_config(cluster):
         calibrator.add_pairs([0.5], [1.5])  # the Calibrator's own typed error, through the actor
 
 
+def test_a_killed_calibrator_actor_restarts_from_its_saved_state(cluster):
+    handle = calibrator_actor(f"cal-{uuid.uuid4().hex}")
+    remote = ScoringCore(HashSchedule(), RemoteCalibrator(handle))
+    local = ScoringCore(HashSchedule(), Calibrator())
+    _fuse_both(remote, local, seed=0, n=3)
+    ray.kill(handle, no_restart=False)  # its process dies; Ray restarts it
+    _fuse_both(remote, local, seed=1)
+    # A change Ray resends to the restarted actor (the first try died unanswered) is applied once.
+    ray.get(handle.change.remote("token-1", "add_pairs", [0.5], [0.4], "t0"))
+    ray.kill(handle, no_restart=False)
+    ray.get(handle.change.remote("token-1", "add_pairs", [0.5], [0.4], "t0"))
+    local.calibrator.add_pairs([0.5], [0.4], "t0")
+    assert remote.calibrator.n_pairs == local.calibrator.n_pairs == 3 * 8 + 5 * 8 + 1
+    assert remote.state_dict() == local.state_dict()
+    assert remote.anchor_weight() == local.anchor_weight() > 1
+
+
+def test_a_calibrator_actor_lost_for_good_fails_anchors_and_keeps_the_last_map(cluster, caplog):
+    name = f"cal-{uuid.uuid4().hex}"
+    calibrator = RemoteCalibrator(calibrator_actor(name))
+    remote, local = ScoringCore(HashSchedule(), calibrator), ScoringCore(HashSchedule(), Calibrator())
+    _fuse_both(remote, local, seed=0)  # 40 pairs: a fitted map and a real anchor weight
+    weight = remote.anchor_weight()
+
+    ray.kill(calibrator.handle, no_restart=True)
+    with caplog.at_level(logging.WARNING, logger="wmrl_envs.scoring.ray_calibrator"):
+        [mine], [theirs] = (core.fuse([_anchor_group(np.random.default_rng(7), "t0", "world_model")])
+                            for core in (remote, local))
+        assert [s.score for s in mine.samples] == [s.score for s in theirs.samples]  # the last map
+        [anchors] = remote.fuse([_anchor_group(np.random.default_rng(8), "t1", "anchor")])
+    assert caplog.text.count("Ray could not restart it") == 1  # one warning, not one per batch
+    assert all(s.infra_failure and math.isnan(s.score) and s.fusion_weight == 1.0 for s in anchors.samples)
+    assert "infrastructure failure (not a score): the calibrator actor is gone" in anchors.samples[0].error
+    assert remote.anchor_weight() == weight and remote.calibrator.n_pairs == 40  # the last values read
+    with pytest.raises(CalibratorLostError):
+        remote.state_dict()
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="wmrl_envs.scoring.ray_calibrator"):
+        again = RemoteCalibrator(calibrator_actor(name))
+    assert again.n_pairs == 0
+    assert f"calibrator actor '{name}' is a new, empty actor" in caplog.text and "(40 pairs) was reset" in caplog.text
+
+
 # ---------------------------------------------------------------------- the user's example
 def test_the_example_runs_and_shares_the_calibrator(cluster):
     shared = RemoteCalibrator(calibrator_actor(namespace="wmrl"))  # owned here, found by the example
@@ -393,6 +450,6 @@ def test_the_example_runs_and_shares_the_calibrator(cluster):
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert summary["anchor_statuses"] == ["ok", "ok"]
+    assert summary["anchor_statuses"] == ["valid", "valid"]
     assert all(0 <= s <= 1 for s in summary["anchor_real_scores"] + summary["world_model_rewards"])
     assert summary["calibrator_pairs"] == shared.n_pairs == before + 2

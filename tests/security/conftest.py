@@ -2,8 +2,10 @@
 
 The scripts really attack the host (``kill -9 -1``, ``mount --bind / /tmp``, writes to ``/usr``):
 never point this suite at an uncontained executor such as ``unsafe-subprocess``. Every test runs
-against each contained executor: bubblewrap, and Docker (marked ``docker``) on a private dockerd
-that this suite starts and stops, leaving host networking as it found it.
+against each contained executor: bubblewrap, the warm executor (runs forked from a preloaded
+zygote; ``test_warm_isolation.py`` adds what warmth could leak between runs), and Docker (marked
+``docker``) on a private dockerd that this suite starts and stops, leaving host networking as it
+found it.
 
 Every test gets a real task folder (``public/`` next to ``private/answers.csv``), a canary
 file on the host and a unique marker. After each test the guard checks the host: the canary
@@ -27,11 +29,12 @@ from wmrl_envs.errors import SandboxUnavailableError
 from wmrl_envs.sandbox import ExecutionResult, ExecutionStatus, Limits, cgroups, make_executor
 from wmrl_envs.sandbox.bwrap import BwrapExecutor
 from wmrl_envs.sandbox.docker_executor import DockerExecutor
+from wmrl_envs.sandbox.warm import WarmExecutor
 from wmrl_envs.tasks.spec import Task, TaskSpec
 
 LIMITS = Limits(wall_s=15, cpu_s=15, memory_mb=512, max_processes=64, tmpfs_mb=48, file_mb=32, output_bytes=8192)
 # The contained executors under attack, by make_executor name.
-EXECUTORS = ["bwrap", pytest.param("docker", marks=pytest.mark.docker)]
+EXECUTORS = ["bwrap", "warm", pytest.param("docker", marks=pytest.mark.docker)]
 
 
 @dataclass
@@ -102,7 +105,7 @@ def sandbox_executor(executor_spec, tmp_path_factory):
         executor = make_executor(name, work_root=tmp_path_factory.mktemp(f"runs-{name}"), **kwargs)
     except SandboxUnavailableError as exc:
         pytest.fail(f"the security suite needs {name}: {exc}")
-    assert isinstance(executor, (BwrapExecutor, DockerExecutor))  # see the module docstring
+    assert isinstance(executor, (BwrapExecutor, WarmExecutor, DockerExecutor))  # see the module docstring
     return executor
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from wmrl_envs.sandbox import ExecutionStatus, Limits, make_executor
+from wmrl_envs.sandbox.base import RUN_DIR_PREFIX
 from wmrl_envs.sandbox.dockerd import mount_points
 
 pytestmark = pytest.mark.security
@@ -230,6 +231,10 @@ def test_sandbox_dies_with_its_host_process(arena, executor_spec, tmp_path):
     while arena.survivors() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert arena.survivors() == []
-    # A new executor removes what the killed one left behind (docker: its container and work-dir mount).
+    left = list(tmp_path.glob(f"{RUN_DIR_PREFIX}*"))
+    assert left, "the killed host left no run folder"
+    # A new executor removes what the killed one left behind: its run folder (docker: also its
+    # container and work-dir mount).
     make_executor(name, work_root=tmp_path, **kwargs)
     assert [point for point in mount_points() if point.startswith(str(tmp_path))] == []
+    assert not any(path.exists() for path in left)

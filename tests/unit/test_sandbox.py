@@ -14,8 +14,8 @@ from wmrl_envs.sandbox import ExecutionResult, ExecutionStatus, ExecutorPool, Li
 from wmrl_envs.tasks.spec import Task, TaskSpec
 
 # "bwrap-fallback" is bwrap as it runs where the host is not root: no cgroups, and a work dir
-# on the host's disk that is checked after the run.
-EXECUTORS = ["bwrap", "bwrap-fallback", "unsafe-subprocess"]
+# on the host's disk that is checked after the run. "warm" forks each run from a preloaded zygote.
+EXECUTORS = ["bwrap", "bwrap-fallback", "warm", "unsafe-subprocess"]
 SMALL = Limits(wall_s=20, cpu_s=20, memory_mb=1024, max_processes=64, tmpfs_mb=64, file_mb=32, output_bytes=4096)
 
 
@@ -41,7 +41,7 @@ def make_task(root: Path, limits: Limits = SMALL) -> Task:
 
 @pytest.fixture(scope="module", params=EXECUTORS)
 def executor(request):
-    if request.param.startswith("bwrap") and shutil.which("bwrap") is None:
+    if request.param.startswith(("bwrap", "warm")) and shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed (the security suite fails loudly instead)")
     if request.param == "bwrap-fallback":
         return make_executor("bwrap", use_cgroups=False, tmpfs_work_dir=False)

@@ -4,7 +4,7 @@
 
     from wmrl_envs.sandbox import ExecutorPool, make_executor
 
-    executor = make_executor("bwrap")            # the default, contained executor; or "docker"
+    executor = make_executor("bwrap")            # the default, contained executor; or "warm", "docker"
     result = executor.run(script, task)          # -> ExecutionResult
     with ExecutorPool(executor, workers=2) as pool:
         results = pool.run_batch([(script, task) for script in scripts])
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from wmrl_envs.sandbox.ray_executor import RayExecutor
     from wmrl_envs.sandbox.runtime import ensure_runtime
     from wmrl_envs.sandbox.unsafe import UnsafeSubprocessExecutor
+    from wmrl_envs.sandbox.warm import WarmExecutor
 
 __all__ = [
     "BwrapExecutor",
@@ -39,6 +40,7 @@ __all__ = [
     "Limits",
     "RayExecutor",
     "UnsafeSubprocessExecutor",
+    "WarmExecutor",
     "ensure_runtime",
     "make_executor",
 ]
@@ -49,15 +51,18 @@ _LAZY = {
     "ExecutorPool": "wmrl_envs.sandbox.pool",
     "RayExecutor": "wmrl_envs.sandbox.ray_executor",
     "UnsafeSubprocessExecutor": "wmrl_envs.sandbox.unsafe",
+    "WarmExecutor": "wmrl_envs.sandbox.warm",
     "ensure_runtime": "wmrl_envs.sandbox.runtime",
 }
 
-EXECUTOR_NAMES = ("bwrap", "unsafe-subprocess", "ray", "docker")
+EXECUTOR_NAMES = ("bwrap", "warm", "unsafe-subprocess", "ray", "docker")
 
 
 def make_executor(name: str = "bwrap", **kwargs: Any) -> Executor:
-    """Build an executor by name: ``"bwrap"`` (default), ``"unsafe-subprocess"``, ``"ray"`` or ``"docker"``.
+    """Build an executor by name: ``"bwrap"`` (default), ``"warm"``, ``"unsafe-subprocess"``, ``"ray"`` or ``"docker"``.
 
+    ``"warm"`` runs each script forked from a zygote that has already imported the runtime's
+    heavy modules, as isolated as ``"bwrap"`` (see :class:`~wmrl_envs.sandbox.warm.WarmExecutor`).
     ``kwargs`` go to the executor (``runtime``, ``work_root``, ``use_cgroups``, and for bwrap
     ``tmpfs_work_dir``; for ``"ray"`` see :class:`~wmrl_envs.sandbox.ray_executor.RayExecutor`,
     which runs bwrap on the nodes of an initialised Ray cluster; ``"docker"`` takes ``runtime``,
@@ -68,6 +73,10 @@ def make_executor(name: str = "bwrap", **kwargs: Any) -> Executor:
         from wmrl_envs.sandbox.bwrap import BwrapExecutor
 
         return BwrapExecutor(**kwargs)
+    if name == "warm":
+        from wmrl_envs.sandbox.warm import WarmExecutor
+
+        return WarmExecutor(**kwargs)
     if name == "unsafe-subprocess":
         from wmrl_envs.sandbox.unsafe import UnsafeSubprocessExecutor
 

@@ -55,12 +55,16 @@ REAP_WAIT_S = 0.5
 INSTALL_HINT = "install it with `apt-get install bubblewrap` (or run `bash scripts/setup.sh`)"
 
 
-def _isolation_args() -> list[str]:
-    """Namespaces, identity and the read-only OS runtime: the part every run shares."""
+def isolation_args(nested_userns: bool = False) -> list[str]:
+    """Namespaces, identity and the read-only OS runtime: the part every run shares.
+
+    ``nested_userns`` leaves nested user namespaces allowed: the warm executor's zygote needs
+    them to isolate each run, and forbids them to the run itself.
+    """
     args = [
         "--unshare-all",
         "--unshare-user",  # --unshare-all only *tries* the user namespace
-        "--disable-userns",  # no nested user namespaces (they would regain capabilities)
+        *([] if nested_userns else ["--disable-userns"]),  # nested ones would regain capabilities
         "--uid", SANDBOX_ID,
         "--gid", SANDBOX_ID,
         "--cap-drop", "ALL",  # bwrap started by root would otherwise keep every capability
@@ -84,7 +88,7 @@ def _isolation_args() -> list[str]:
 @functools.cache
 def _probe(bwrap: str) -> None:
     """Fail early, with bwrap's own words, where it cannot create the namespaces."""
-    cmd = [bwrap, *_isolation_args(), "--remount-ro", "/", "--", "/bin/true"]
+    cmd = [bwrap, *isolation_args(), "--remount-ro", "/", "--", "/bin/true"]
     probe = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if probe.returncode != 0:
         raise SandboxUnavailableError(
@@ -124,17 +128,7 @@ class BwrapExecutor(HelperExecutor):
 
     def _command(self, runtime: Runtime, run: RunDir, public_dir: Path, limits: Limits) -> list[str]:
         tmpfs_bytes = str(limits.tmpfs_mb << 20)
-        env = agent_env(path=f"{RUNTIME_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin", home="/tmp", tmpdir="/tmp")
-        args = [self.bwrap, *_isolation_args()]
-        for key, value in env.items():
-            args += ["--setenv", key, value]
-        # The venv's python is a symlink into the base prefix, so mount it at the same path,
-        # but hide its site-packages: agent code must not import the host's packages.
-        args += ["--ro-bind", str(runtime.base_prefix), str(runtime.base_prefix)]
-        for site in runtime.base_site_packages:
-            if site.is_dir():
-                args += ["--size", "4096", "--tmpfs", str(site), "--remount-ro", str(site)]
-        args += ["--ro-bind", str(runtime.venv), RUNTIME_MOUNT]
+        args = [self.bwrap, *isolation_args(), *runtime_args(runtime)]
         # Sized tmpfs everywhere: tmpfs pages escape RLIMIT_AS.
         args += ["--size", tmpfs_bytes, "--tmpfs", "/tmp", "--size", tmpfs_bytes, "--tmpfs", "/dev/shm"]
         args += ["--bind", str(run.work), WORKSPACE, "--ro-bind", str(public_dir), f"{WORKSPACE}/data"]
@@ -154,18 +148,43 @@ class BwrapExecutor(HelperExecutor):
         if init is None:  # bwrap never got as far as starting the sandbox
             kill_group(helper_pid)
             return
-        # Kill PID 1's children first and give PID 1 a moment to reap them, so that their CPU
-        # time is accounted even without a cgroup. Then kill PID 1: the kernel kills everything
-        # left in the PID namespace, double-forked daemons included. The helper survives to
-        # copy the submission out.
-        for pid in _children(init):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + REAP_WAIT_S
-        while _running(init) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        kill_pid_namespace(init)  # the helper survives to copy the submission out
+
+
+def runtime_args(runtime: Runtime, base_source: Path | None = None, venv_source: Path | None = None) -> list[str]:
+    """The agent's environment and interpreter: ``--setenv``s, the base interpreter's prefix with
+    its site-packages hidden, and the runtime venv at :data:`RUNTIME_MOUNT`.
+
+    ``base_source`` and ``venv_source`` are where to bind the two from (default: their own paths).
+    """
+    env = agent_env(path=f"{RUNTIME_MOUNT}/bin:/usr/local/bin:/usr/bin:/bin", home="/tmp", tmpdir="/tmp")
+    args = []
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    # The venv's python is a symlink into the base prefix, so mount it at the same path,
+    # but hide its site-packages: agent code must not import the host's packages.
+    args += ["--ro-bind", str(base_source or runtime.base_prefix), str(runtime.base_prefix)]
+    for site in runtime.base_site_packages:
+        if site.is_dir():
+            args += ["--size", "4096", "--tmpfs", str(site), "--remount-ro", str(site)]
+    return args + ["--ro-bind", str(venv_source or runtime.venv), RUNTIME_MOUNT]
+
+
+def kill_pid_namespace(init: int) -> None:
+    """Kill everything in the PID namespace whose init has host pid ``init``.
+
+    PID 1's children go first, and PID 1 gets a moment to reap them, so that their CPU time is
+    accounted even without a cgroup. Then PID 1 is killed: the kernel kills everything left in
+    the namespace, double-forked daemons included.
+    """
+    for pid in _children(init):
         with contextlib.suppress(ProcessLookupError):
-            os.kill(init, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + REAP_WAIT_S
+    while _running(init) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(init, signal.SIGKILL)
 
 
 def _children(pid: int) -> list[int]:

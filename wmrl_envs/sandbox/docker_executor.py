@@ -28,8 +28,8 @@ is gone, so every process of the run is dead, and never through a symlink: as wi
 
 Containers belong to the engine, not to this process. PID 1 also watches its stdin, whose
 other end this process holds through the CLI: if this process dies, the run is killed. What a
-killed process leaves (its stopped containers, work-dir mounts and cgroup folders) is removed
-by the next ``DockerExecutor`` created on the host.
+killed process leaves (its stopped containers, work-dir mounts, cgroup folders and run folders)
+is removed by the next ``DockerExecutor`` created on the host.
 
 CPU time and peak memory come from a per-run cgroup parent where the engine uses cgroup v1
 with the cgroupfs driver (as here); elsewhere they are not measured: ``cpu_s`` and
@@ -46,7 +46,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -66,7 +65,6 @@ from wmrl_envs.sandbox.launcher import (
     KILL_GRACE_S,
     RunDir,
     finish_run_dir,
-    force_remove,
     pump_output,
     signal_note,
     start_run,
@@ -76,14 +74,14 @@ from wmrl_envs.sandbox.launcher import (
 )
 from wmrl_envs.sandbox.limits import Limits
 from wmrl_envs.sandbox.runtime import Runtime, load_runtime
+from wmrl_envs.sandbox.sweep import force_remove, owned_prefix, owner_is_dead, sweep_run_dirs
 
 log = logging.getLogger(__name__)
 
 IMAGE_REPOSITORY = "wmrl-sandbox"
 # Run folders, containers and per-run cgroups share one name that says which process owns
-# them: wmrl-run-docker-<pid namespace inode>-<pid>-<random>.
+# them: wmrl-run-docker-<owner>-<random> (the owner as wmrl_envs.sandbox.sweep spells it).
 RUN_PREFIX = f"{RUN_DIR_PREFIX}docker-"
-_OWNED = re.compile(rf"^{re.escape(RUN_PREFIX)}(\d+)-(\d+)-")
 # Per-run cgroup parents live below this folder of every cgroup v1 hierarchy.
 CGROUP_PARENT = "wmrl-docker"
 INSTALL_HINT = "install it with `apt-get install docker.io` (or run `bash scripts/setup.sh`)"
@@ -126,20 +124,6 @@ def skeleton_tar() -> bytes:
                 info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
                 tar.addfile(info)
     return buffer.getvalue()
-
-
-def _owner() -> str:
-    """This process, as run names spell it (pids are only unique within a pid namespace)."""
-    return f"{os.stat('/proc/self/ns/pid').st_ino}-{os.getpid()}"
-
-
-def _owner_is_dead(name: str) -> bool:
-    """Whether ``name`` belongs to a process of this pid namespace that no longer exists."""
-    match = _OWNED.match(name)
-    if match is None:
-        return False
-    namespace, pid = match.groups()
-    return namespace == _owner().split("-")[0] and not Path(f"/proc/{pid}").exists()
 
 
 def _mount_option(**fields: Any) -> str:
@@ -210,7 +194,7 @@ class DockerExecutor:
     def run(self, script: str, task: Any, limits: Limits | None = None) -> ExecutionResult:
         """Run ``script`` as ``solution.py`` against ``task``'s public files."""
         limits = limits if limits is not None else task.limits
-        started = start_run(task, self._ensure_runtime, self.work_root, f"{RUN_PREFIX}{_owner()}-")
+        started = start_run(task, self._ensure_runtime, self.work_root, RUN_PREFIX)
         if isinstance(started, str):
             return self._infra(started)
         public_dir, runtime, run = started
@@ -224,7 +208,7 @@ class DockerExecutor:
 
     def containers(self) -> list[str]:
         """Names of the containers this process's runs have on the engine (empty between runs)."""
-        listed = self._control("ps", "--all", "--filter", f"name={RUN_PREFIX}{_owner()}-", "--format", "{{.Names}}")
+        listed = self._control("ps", "--all", "--filter", f"name={owned_prefix(RUN_PREFIX)}", "--format", "{{.Names}}")
         return listed.split()
 
     # -- internals ------------------------------------------------------------------------
@@ -264,16 +248,17 @@ class DockerExecutor:
     def _remove_stale(self) -> None:
         """Remove what runs of dead processes left: containers, work-dir mounts, cgroup folders."""
         stale = [n for n in self._control("ps", "--all", "--filter", f"name={RUN_PREFIX}", "--format",
-                                          "{{.Names}}").split() if _owner_is_dead(n)]
+                                          "{{.Names}}").split() if owner_is_dead(n, RUN_PREFIX)]
         if stale:
             self._control("rm", "--force", *stale)
         for point in mount_points():
             folder = Path(point).parent
-            if Path(point).name == "work" and _owner_is_dead(folder.name):
+            if Path(point).name == "work" and owner_is_dead(folder.name, RUN_PREFIX):
                 subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
                 force_remove(folder)
+        sweep_run_dirs(self.work_root, RUN_PREFIX)  # the folders without a work-dir mount (not root)
         for group in cgroups.CGROUP_ROOT.glob(f"*/{CGROUP_PARENT}/{RUN_PREFIX}*"):
-            if _owner_is_dead(group.name):
+            if owner_is_dead(group.name, RUN_PREFIX):
                 cgroups.remove_dir(group)
 
     def _execute(self, script: str, runtime: Runtime, run: RunDir, public_dir: Path, limits: Limits) -> _Outcome:

@@ -13,6 +13,10 @@ The helper stays outside the run's cgroups, so a wall-clock kill of the cgroup (
 sandbox's PID 1) still lets it copy the submission out. It is started without
 ``preexec_fn`` (unsafe with the pool's threads): rlimits are set with the shell's ``ulimit``.
 Output is read from pipes into bounded tails, so 100 MB of stdout costs no host memory or disk.
+
+:class:`RunExecutor` is the pipeline around a launch (run folder, cgroup, measures, status) and
+:class:`HelperExecutor` launches through the helper; the warm executor
+(:mod:`~wmrl_envs.sandbox.warm`) shares the pipeline and launches from a zygote instead.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ import resource
 import selectors
 import shutil
 import signal
-import stat
 import subprocess
 import tempfile
 import time
@@ -39,6 +42,7 @@ from wmrl_envs.sandbox import cgroups
 from wmrl_envs.sandbox.base import RUN_DIR_PREFIX, ExecutionResult, ExecutionStatus, OutputTail
 from wmrl_envs.sandbox.limits import Limits
 from wmrl_envs.sandbox.runtime import Runtime, load_runtime
+from wmrl_envs.sandbox.sweep import force_remove, owned_prefix, sweep_run_dirs
 
 # The helper's fd for the status channel (bwrap's --json-status-fd, or the start mark).
 STATUS_FD = 3
@@ -122,13 +126,17 @@ class Launch:
     timed_out: bool
 
 
-class HelperExecutor(ABC):
-    """An executor that runs each script through the helper; subclasses supply the command.
+class RunExecutor(ABC):
+    """The run pipeline of the host-side executors: run folder, cgroup, launch, measures, status.
+
+    Subclasses supply the launch (the helper below, or the warm executor's zygote) and read
+    their status channel.
 
     Args:
         runtime: Path of the agent runtime venv (default: built by
             :func:`~wmrl_envs.sandbox.runtime.ensure_runtime` on first use).
-        work_root: Where run folders are created (default: the system temp dir).
+        work_root: Where run folders are created (default: the system temp dir); those that
+            killed processes left there are removed here (:mod:`~wmrl_envs.sandbox.sweep`).
         use_cgroups: Put each run in its own cgroup when the v1 hierarchy is writable.
         tmpfs_work_dir: Mount a ``limits.tmpfs_mb`` tmpfs on the work dir where the host
             allows it (root); otherwise the work dir is a host folder checked after the run.
@@ -153,11 +161,14 @@ class HelperExecutor(ABC):
         # Set only where the helper can get a private mount namespace for the work-dir tmpfs.
         self._unshare = _mount_unsharer() if tmpfs_work_dir else None
         self._setpriv = shutil.which("setpriv")
+        sweep_run_dirs(self.work_root)  # what runs of killed processes left here
 
     # -- subclass hooks -------------------------------------------------------------------
     @abstractmethod
-    def _command(self, runtime: Runtime, run: RunDir, public_dir: Path, limits: Limits) -> list[str]:
-        """The command the helper's subshell execs (it inherits the rlimits and cgroups)."""
+    def _launch(
+        self, runtime: Runtime, run: RunDir, public_dir: Path, limits: Limits, cgroup: cgroups.RunCgroup | None
+    ) -> Launch:
+        """Run the script in ``run`` to its end or its wall-clock kill; what the host saw."""
 
     @abstractmethod
     def _started(self, status_text: str) -> tuple[bool, int | None]:
@@ -165,7 +176,8 @@ class HelperExecutor(ABC):
 
     @abstractmethod
     def _kill_sandbox(self, status_text: str, helper_pid: int) -> None:
-        """Kill the agent's process tree on a wall-clock timeout, sparing the helper."""
+        """Kill the agent's process tree on a wall-clock timeout, sparing what copies the
+        submission out (the helper, or the warm run's supervisor)."""
 
     def _prepare(self, run: RunDir, public_dir: Path) -> None:
         """Set up the host-side work dir before launch (default: nothing)."""
@@ -213,67 +225,6 @@ class HelperExecutor(ABC):
 
     def _infra(self, message: str) -> ExecutionResult:
         return ExecutionResult(status=ExecutionStatus.INFRA_ERROR, error=message, executor=self.name)
-
-    def _launch(
-        self, runtime: Runtime, run: RunDir, public_dir: Path, limits: Limits, cgroup: cgroups.RunCgroup | None
-    ) -> Launch:
-        status_r, status_w = os.pipe()
-        env = {
-            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
-            "WMRL_RUN": str(run.root),
-            "WMRL_WORK": str(run.work),
-            "WMRL_WORK_MB": str(limits.tmpfs_mb) if self._private_mounts else "",
-            "WMRL_CGROUP_PROCS": " ".join(str(p) for p in cgroup.procs_files) if cgroup else "",
-            "WMRL_CPU_S": str(math.ceil(limits.cpu_s)),
-            "WMRL_AS_KB": str(limits.memory_mb * 1024),
-            "WMRL_FSIZE_BLOCKS": str(limits.file_mb * 2048),  # dash counts 512-byte blocks
-            "WMRL_MARK_START": "" if self._namespaces else "1",
-        }
-        argv = ["/bin/sh", "-c", HELPER_SCRIPT, "wmrl-helper"]
-        argv += self._command(runtime, run, public_dir, limits)
-        if self._setpriv:  # the helper (and through --die-with-parent, the sandbox) dies with us
-            argv = [self._setpriv, "--pdeathsig", "KILL", "--", *argv]
-        if self._unshare is not None:  # the work-dir tmpfs lives and dies with the helper
-            argv = [self._unshare, "--mount", "--propagation", "private", "--", *argv]
-
-        stdout, stderr = OutputTail(limits.output_bytes), OutputTail(limits.output_bytes)
-        status = OutputTail(1 << 16)
-        start = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=status_w,  # becomes fd 3 in the helper, see HELPER_SCRIPT
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                start_new_session=True,  # own process group: the last-resort kill takes it all
-            )
-        except OSError:
-            os.close(status_r)
-            raise
-        finally:
-            os.close(status_w)
-        assert proc.stdout is not None and proc.stderr is not None  # both are PIPEs
-        with os.fdopen(status_r, "rb", buffering=0) as status_pipe, proc.stdout, proc.stderr:
-            timed_out = pump_output(
-                {proc.stdout: stdout, proc.stderr: stderr, status_pipe: status},
-                deadline=start + limits.wall_s,
-                on_timeout=lambda: self._on_timeout(cgroup, status, proc.pid),
-                on_grace_expired=lambda: kill_group(proc.pid),
-            )
-        # os.wait4 (not Popen.wait) so the tree's rusage is available without a cgroup.
-        _, wait_status, rusage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(wait_status)
-        returncode = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # shell convention
-        return Launch(
-            stdout=stdout,
-            stderr=stderr,
-            status_text=status.text(),
-            returncode=returncode,
-            rusage=rusage,
-            wall_s=time.monotonic() - start,
-            timed_out=timed_out,
-        )
 
     def _on_timeout(self, cgroup: cgroups.RunCgroup | None, status: OutputTail, helper_pid: int) -> None:
         self._kill_sandbox(status.text(), helper_pid)
@@ -338,10 +289,80 @@ class HelperExecutor(ABC):
         )
 
 
+class HelperExecutor(RunExecutor):
+    """An executor that runs each script through the helper; subclasses supply the command."""
+
+    @abstractmethod
+    def _command(self, runtime: Runtime, run: RunDir, public_dir: Path, limits: Limits) -> list[str]:
+        """The command the helper's subshell execs (it inherits the rlimits and cgroups)."""
+
+    def _launch(
+        self, runtime: Runtime, run: RunDir, public_dir: Path, limits: Limits, cgroup: cgroups.RunCgroup | None
+    ) -> Launch:
+        status_r, status_w = os.pipe()
+        env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "WMRL_RUN": str(run.root),
+            "WMRL_WORK": str(run.work),
+            "WMRL_WORK_MB": str(limits.tmpfs_mb) if self._private_mounts else "",
+            "WMRL_CGROUP_PROCS": " ".join(str(p) for p in cgroup.procs_files) if cgroup else "",
+            "WMRL_CPU_S": str(math.ceil(limits.cpu_s)),
+            "WMRL_AS_KB": str(limits.memory_mb * 1024),
+            "WMRL_FSIZE_BLOCKS": str(limits.file_mb * 2048),  # dash counts 512-byte blocks
+            "WMRL_MARK_START": "" if self._namespaces else "1",
+        }
+        argv = ["/bin/sh", "-c", HELPER_SCRIPT, "wmrl-helper"]
+        argv += self._command(runtime, run, public_dir, limits)
+        if self._setpriv:  # the helper (and through --die-with-parent, the sandbox) dies with us
+            argv = [self._setpriv, "--pdeathsig", "KILL", "--", *argv]
+        if self._unshare is not None:  # the work-dir tmpfs lives and dies with the helper
+            argv = [self._unshare, "--mount", "--propagation", "private", "--", *argv]
+
+        stdout, stderr = OutputTail(limits.output_bytes), OutputTail(limits.output_bytes)
+        status = OutputTail(1 << 16)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdin=status_w,  # becomes fd 3 in the helper, see HELPER_SCRIPT
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,  # own process group: the last-resort kill takes it all
+            )
+        except OSError:
+            os.close(status_r)
+            raise
+        finally:
+            os.close(status_w)
+        assert proc.stdout is not None and proc.stderr is not None  # both are PIPEs
+        with os.fdopen(status_r, "rb", buffering=0) as status_pipe, proc.stdout, proc.stderr:
+            timed_out = pump_output(
+                {proc.stdout: stdout, proc.stderr: stderr, status_pipe: status},
+                deadline=start + limits.wall_s,
+                on_timeout=lambda: self._on_timeout(cgroup, status, proc.pid),
+                on_grace_expired=lambda: kill_group(proc.pid),
+            )
+        # os.wait4 (not Popen.wait) so the tree's rusage is available without a cgroup.
+        _, wait_status, rusage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(wait_status)
+        returncode = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # shell convention
+        return Launch(
+            stdout=stdout,
+            stderr=stderr,
+            status_text=status.text(),
+            returncode=returncode,
+            rusage=rusage,
+            wall_s=time.monotonic() - start,
+            timed_out=timed_out,
+        )
+
+
 def start_run(task: Any, ensure_runtime: Callable[[], Runtime], work_root: Path,
               prefix: str) -> tuple[Path, Runtime, RunDir] | str:
     """What every executor checks and makes before a run: the task's public folder, the agent
-    runtime and a fresh run folder; or why the run cannot start (an infrastructure failure)."""
+    runtime and a fresh run folder named after this process (see :mod:`~wmrl_envs.sandbox.sweep`);
+    or why the run cannot start (an infrastructure failure)."""
     public_dir = Path(task.public_dir)
     try:
         runtime = ensure_runtime()
@@ -350,7 +371,7 @@ def start_run(task: Any, ensure_runtime: Callable[[], Runtime], work_root: Path,
     if not public_dir.is_dir():
         return f"task public_dir {public_dir} is not a directory"
     try:
-        run = RunDir(Path(tempfile.mkdtemp(prefix=prefix, dir=work_root)))
+        run = RunDir(Path(tempfile.mkdtemp(prefix=owned_prefix(prefix), dir=work_root)))
     except OSError as exc:
         return f"could not create a run folder in {work_root}: {exc}"
     return public_dir, runtime, run
@@ -431,19 +452,3 @@ def finish_run_dir(run: RunDir, keep_submission: bool) -> None:
                 force_remove(entry)
     else:
         force_remove(run.root)
-
-
-def force_remove(path: Path) -> None:
-    """Remove a file or tree that agent code may have made unreadable (``chmod 000``)."""
-
-    def make_writable_and_retry(func: Callable[[str], None], failed: str, _exc: Any) -> None:
-        parent = os.path.dirname(failed)
-        os.chmod(parent, stat.S_IRWXU)
-        if os.path.isdir(failed) and not os.path.islink(failed):
-            os.chmod(failed, stat.S_IRWXU)
-        func(failed)
-
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path, onerror=make_writable_and_retry)
-    else:
-        path.unlink(missing_ok=True)

@@ -23,6 +23,9 @@ The wall-clock limit is enforced inside the sandbox, as locally. Ray adds a back
 still running ``cancel_grace_s`` after the wall-clock limit is cancelled with
 ``ray.cancel(force=True)``. A crashed worker, a lost object, a failure in this module's task
 code and a cancellation all come back as ``INFRA_ERROR`` results (never scores, never raised).
+The run folder a crashed worker leaves on its node is removed when that node next builds an
+executor (:func:`~wmrl_envs.sandbox.sweep.sweep_run_dirs`), as a killed driver's received
+submissions are by the next ``RayExecutor`` on its host.
 Each run holds one Ray CPU (``num_cpus=1``), so ``ray.init(num_cpus=2)`` runs at most two at once.
 """
 
@@ -44,8 +47,9 @@ from typing import Any
 
 from wmrl_envs.errors import SandboxUnavailableError, WMRLError
 from wmrl_envs.paths import wmrl_home
-from wmrl_envs.sandbox.base import RUN_DIR_PREFIX, ExecutionResult, ExecutionStatus
+from wmrl_envs.sandbox.base import ExecutionResult, ExecutionStatus
 from wmrl_envs.sandbox.limits import Limits
+from wmrl_envs.sandbox.sweep import owned_prefix, sweep_run_dirs
 
 #: What a node's task yields once the sandbox is about to start: from here the run's
 #: wall-clock limit (plus the grace) bounds the wait; before it, set-up and Ray's queue do.
@@ -58,6 +62,7 @@ _MAX_ERROR_CHARS = 2000
 #: ``wmrl_envs.sandbox``, which registers it, do not import each other).
 NODE_EXECUTORS = {
     "bwrap": ("wmrl_envs.sandbox.bwrap", "BwrapExecutor"),
+    "warm": ("wmrl_envs.sandbox.warm", "WarmExecutor"),
     "unsafe-subprocess": ("wmrl_envs.sandbox.unsafe", "UnsafeSubprocessExecutor"),
 }
 # Per worker process: the executors this node built, keyed by their spec (bwrap probes once).
@@ -101,7 +106,8 @@ class RayExecutor:
     """Runs each script through a node-local executor (bwrap by default) in a Ray task.
 
     Args:
-        executor: The executor each node runs (``"bwrap"``, or ``"unsafe-subprocess"``).
+        executor: The executor each node runs (``"bwrap"``, ``"warm"``, which keeps a preloaded
+            zygote in each Ray worker process that runs scripts, or ``"unsafe-subprocess"``).
         max_submission_mb: Largest submission shipped back; a bigger one is an
             ``INFRA_ERROR`` (default: ``limits.file_mb``, which the sandbox already enforces).
         cancel_grace_s: How long past the wall-clock limit a task may run before it is
@@ -132,6 +138,8 @@ class RayExecutor:
         self.cancel_grace_s = cancel_grace_s
         self.queue_timeout_s = queue_timeout_s
         self.submission_root = Path(submission_root) if submission_root is not None else None
+        # Received submissions of a killed driver; each node's executor sweeps its own work root.
+        sweep_run_dirs(self.submission_root or Path(tempfile.gettempdir()))
         # max_retries=0: a retried run would restart its wall clock unseen, and an
         # infrastructure failure costs one dropped sample, not a wrong score.
         self._task = ray.remote(num_cpus=1, max_retries=0, num_returns="streaming")(_run_on_node)
@@ -216,7 +224,7 @@ class RayExecutor:
         path = None
         if data is not None:
             try:
-                folder = Path(tempfile.mkdtemp(prefix=RUN_DIR_PREFIX, dir=self.submission_root))
+                folder = Path(tempfile.mkdtemp(prefix=owned_prefix(), dir=self.submission_root))
                 path = folder / "submission.csv"
                 path.write_bytes(data)
             except OSError as exc:
@@ -327,7 +335,9 @@ def _prewarm_node(spec: _NodeSpec, handles: list[PublicFiles]) -> float:
 
     start = time.monotonic()
     ensure_runtime(dict(spec.executor_kwargs).get("runtime"))
-    _node_executor(spec)
+    executor = _node_executor(spec)
+    if hasattr(executor, "start"):  # a warm executor: its zygote preloads now, not in the first run
+        executor.start()
     for public in handles:
         _node_public_dir(public, spec)
     return time.monotonic() - start

@@ -50,12 +50,15 @@ class Runtime:
         base_site_packages: The base interpreter's site-packages folders; a sandbox hides
             them so agent code cannot import the host's packages.
         version: Python version of the interpreter.
+        requirements_sha256: Digest of the requirements the venv was built from; what is
+            measured about a runtime (the warm executor's preload list) is kept under it.
     """
 
     venv: Path
     base_prefix: Path
     base_site_packages: tuple[Path, ...]
     version: str
+    requirements_sha256: str = ""
 
     @property
     def python(self) -> Path:
@@ -99,6 +102,7 @@ def load_runtime(path: Path | None = None) -> Runtime:
         base_prefix=Path(data["base_prefix"]),
         base_site_packages=tuple(Path(p) for p in data["base_site_packages"]),
         version=data["version"],
+        requirements_sha256=data.get("requirements_sha256", ""),
     )
 
 

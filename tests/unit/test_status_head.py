@@ -1,0 +1,88 @@
+"""The status head: labels, token features, calibration, and the planning of the outcome corpus."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from agents.code.grammar import SLOTS, SolutionChoices, render_script
+from wmrl_envs.errors import ConfigError
+from wmrl_envs.tasks import list_tasks
+from wmrl_envs.world_models import corpus as corpus_lib
+from wmrl_envs.world_models.mutations import OPERATORS
+from wmrl_envs.world_models.status_head import (
+    StatusHeadConfig,
+    code_tokens,
+    fit_status_head,
+    label_of,
+    split_label,
+)
+
+
+def test_labels_carry_the_exception_of_errors_only():
+    assert label_of("runtime_error", "KeyError") == "runtime_error:KeyError"
+    assert label_of("timeout", None) == "timeout" and label_of("valid", None) == "valid"
+    assert split_label("runtime_error:KeyError") == ("runtime_error", "KeyError")
+    assert split_label("runtime_error:other") == ("runtime_error", None)
+
+
+def test_tokens_keep_names_and_literals_and_drop_comments():
+    tokens = code_tokens('import lightgbm as lgb  # fast\nx = pd.read_csv("/kaggle/input/a b.csv")\n').split()
+    assert "lightgbm" in tokens and "S:/kaggle/input/a_b.csv" in tokens and "fast" not in tokens
+    assert code_tokens("x = (\n")  # an unfinished script still gives the tokens read so far
+
+
+def _synthetic(n: int, seed: int):
+    """Scripts whose outcome follows one token: a learnable, noisy rule."""
+    rng = np.random.default_rng(seed)
+    scripts, statuses, exceptions, groups = [], [], [], []
+    for i in range(n):
+        kind = rng.integers(3)
+        body = ["x = load()\n", "x = x.appendd(y)\n", "while True:\n    pass\n"][kind]
+        scripts.append(f"# row {i}\n{body}")
+        flip = rng.random() < 0.1
+        outcome_kind = (kind + 1) % 3 if flip else kind
+        statuses.append(["valid", "runtime_error", "timeout"][outcome_kind])
+        exceptions.append("AttributeError" if outcome_kind == 1 else None)
+        groups.append(f"task{i % 12}")
+    return scripts, np.zeros((n, 2)), statuses, exceptions, groups
+
+
+def test_the_head_learns_the_rule_and_its_probabilities_are_calibrated():
+    scripts, features, statuses, exceptions, groups = _synthetic(240, 0)
+    head = fit_status_head(scripts, features, statuses, exceptions, groups, StatusHeadConfig(c=3.0))
+    assert set(head.labels) == {"valid", "runtime_error:AttributeError", "timeout"}
+    test_scripts, test_features, truth, _, _ = _synthetic(300, 1)
+    predicted = head.predict(test_scripts, test_features)
+    assert np.mean([p[0] == t for p, t in zip(predicted, truth)]) > 0.85
+    assert all(p[1] == "AttributeError" for p in predicted if p[0] == "runtime_error")
+    # Noise of 10%: a calibrated head puts about 0.9 on the rule's answer, not ~1.
+    p_valid = np.array([p[2] for p in predicted])
+    valid_rule = np.array(["load()" in s for s in test_scripts])
+    assert 0.75 < p_valid[valid_rule].mean() < 0.97 and head.cv_log_loss > 0
+
+
+def test_the_head_refuses_a_single_outcome():
+    scripts, features, _, _, groups = _synthetic(30, 0)
+    with pytest.raises(ConfigError, match="two distinct outcomes"):
+        fit_status_head(scripts, features, ["valid"] * 30, [None] * 30, groups)
+
+
+def _render(spec, choices, seed):
+    return render_script(spec, SolutionChoices(**choices), seed)
+
+
+def test_mutant_plans_deal_every_operator_and_are_deterministic():
+    tasks = list_tasks(suite="mle", split="train")[:10]
+    plan = corpus_lib.plan_mutants(tasks, SLOTS, _render, per_task=6, seed=3)
+    assert plan == corpus_lib.plan_mutants(tasks, SLOTS, _render, per_task=6, seed=3)
+    assert len(plan) == 60 and {i.mutation for i in plan} <= set(OPERATORS)
+    # Dealt in turn: 60 rows over 30 operators reach most of them.
+    assert len({i.mutation for i in plan}) >= 20
+    for item in plan[:12]:
+        task = next(t for t in tasks if t.id == item.task_id)
+        assert item.script(task.spec, _render) != _render(task.spec, json.loads(item.choices), item.seed)
+    with pytest.raises(ConfigError, match="unknown mutation operator"):
+        corpus_lib.plan_mutants(tasks, SLOTS, _render, per_task=1, operators=["nope"])
