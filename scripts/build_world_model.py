@@ -156,8 +156,8 @@ def outcome_rows(paths: list[Path], split: str) -> pd.DataFrame:
 
 
 def train_status(args: argparse.Namespace) -> None:
-    """Fit the status head on the train rows that no proof settles, choose its strength by the
-    out-of-fold log loss over train tasks, and attach it to the artefact (score heads unchanged)."""
+    """Fit the status head on the train rows that no proof settles and attach it to the artefact
+    (score heads unchanged)."""
     from wmrl_envs.world_models.code_features import analyse_script, feature_vector
     from wmrl_envs.world_models.proofs import Prover
     from wmrl_envs.world_models.status_head import StatusHeadConfig, fit_status_head
@@ -173,17 +173,11 @@ def train_status(args: argparse.Namespace) -> None:
     features = np.array([feature_vector(t, analyse_script(s)) for t, s, _, _ in rows], dtype=float)
     scripts, statuses = [s for _, s, _, _ in rows], [o for _, _, o, _ in rows]
     exceptions, groups = [e for _, _, _, e in rows], [t.id for t, _, _, _ in rows]
-    candidates = {}
-    for c in (0.3, 1.0, 3.0, 10.0):
-        head = fit_status_head(scripts, features, statuses, exceptions, groups, StatusHeadConfig(c=c, seed=args.seed))
-        candidates[c] = head
-        log.info("status head C=%g: out-of-fold log loss %.4f (temperature %.2f)", c, head.cv_log_loss,
-                 head.temperature)
-    best = min(candidates, key=lambda c: candidates[c].cv_log_loss)
-    head = candidates[best]
+    head = fit_status_head(scripts, features, statuses, exceptions, groups, StatusHeadConfig(seed=args.seed))
+    log.info("status head: out-of-fold log loss %.4f (temperature %.2f)", head.cv_log_loss, head.temperature)
     report = {
-        "rule": "C with the lowest out-of-fold log loss over train tasks (5 task-grouped folds)",
-        "cv_log_loss": {str(c): round(h.cv_log_loss, 4) for c, h in candidates.items()}, "c": best,
+        "model": "gradient-boosted trees over token 1-2-gram presence and the score head's features",
+        "config": asdict(StatusHeadConfig(seed=args.seed)), "cv_log_loss": round(head.cv_log_loss, 4),
         "temperature": round(head.temperature, 3), "labels": head.labels,
         "rows_train": len(frame), "rows_unproved": len(rows),
         "corpora": {os.path.relpath(Path(p).resolve(), REPO): corpus_lib.corpus_sha256(p) for p in args.outcome_corpora},
@@ -191,7 +185,7 @@ def train_status(args: argparse.Namespace) -> None:
     }
     model = SurrogateWorldModel.load(args.output).with_status_head(head, report)
     path = model.save(args.output)
-    log.info("status head C=%g on %d unproved train rows (%d labels); wrote %s", best, len(rows), len(head.labels), path)
+    log.info("status head on %d unproved train rows (%d labels); wrote %s", len(rows), len(head.labels), path)
 
 
 def cross_validate(args: argparse.Namespace, data=None) -> dict:

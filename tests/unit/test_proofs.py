@@ -218,3 +218,34 @@ def test_skipping_a_proved_failure_gives_what_executing_it_gives(task):
     # A skipped run costs world-model time only.
     for sample in skipped.samples[:3]:
         assert sample.proved and sample.cost.get("execution_s", 0.0) == 0.0 and sample.cost["world_model_s"] > 0
+
+
+# ----------------------------------------------------------------------------- the whole corpus
+
+
+def test_no_proof_is_false_on_the_whole_executed_corpus(prover):
+    """Every executed row of the shipped corpora, valid ones included: a proof always names the
+    failure the run ended with, status and exception class."""
+    import json
+
+    from agents.code.grammar import SolutionChoices, render_script
+    from wmrl_envs.paths import assets_dir
+    from wmrl_envs.world_models import corpus as corpus_lib
+
+    def render(spec, choices, seed):
+        return render_script(spec, SolutionChoices(**choices), seed)
+
+    tasks, proved, valid = {}, 0, 0
+    for name in ("corpus.csv", "dsbench_corpus.csv", "outcome_corpus.csv"):
+        frame = corpus_lib.read_corpus(assets_dir() / "world_models" / name)
+        frame = frame[frame["outcome"] != ""]
+        for item, row in zip(corpus_lib.corpus_items(frame), frame.itertuples()):
+            task = tasks.setdefault(item.task_id, get_task(item.task_id))
+            proof = prover.prove(task, item.script(task.spec, render))
+            valid += row.outcome == "valid"
+            if proof is None:
+                continue
+            proved += 1
+            assert row.outcome != "valid", (item, proof)
+            assert (proof.status, proof.exception) == (row.outcome, row.exception or None), (json.dumps(item.key), proof)
+    assert proved > 500 and valid > 1000

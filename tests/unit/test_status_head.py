@@ -52,7 +52,7 @@ def _synthetic(n: int, seed: int):
 
 def test_the_head_learns_the_rule_and_its_probabilities_are_calibrated():
     scripts, features, statuses, exceptions, groups = _synthetic(240, 0)
-    head = fit_status_head(scripts, features, statuses, exceptions, groups, StatusHeadConfig(c=3.0))
+    head = fit_status_head(scripts, features, statuses, exceptions, groups, StatusHeadConfig(max_iter=50))
     assert set(head.labels) == {"valid", "runtime_error:AttributeError", "timeout"}
     test_scripts, test_features, truth, _, _ = _synthetic(300, 1)
     predicted = head.predict(test_scripts, test_features)

