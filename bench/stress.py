@@ -135,6 +135,7 @@ class ExecutionMemo:
         for name in self.FIELDS:
             setattr(sample, name, entry[name])
         sample.score = sample.real_score
+        sample.executed = True  # a replayed run: the ledger charges executed samples only
         sample.cost.update(entry["cost"])
 
 

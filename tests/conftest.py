@@ -68,6 +68,7 @@ def _load_bench_script(name: str):
     try:
         spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses (and pickle) look a class's module up by name
         spec.loader.exec_module(module)
         yield module
     finally:

@@ -3,6 +3,9 @@
 Policy specs accepted by the CLI:
 
 * ``grammar`` (or ``grammar:untrained``): a freshly initialised grammar policy (``--seed``);
+* ``grammar-buggy`` (or ``grammar-buggy:untrained``): the grammar policy with a bug decision
+  that may inject one of ``DEFAULT_BUG_OPERATORS`` (``agents.code.policy``): a CPU stand-in
+  for an agent whose code often fails;
 * ``runs/<name>`` or ``runs/<name>/checkpoint.pt``: the policy of a training run;
 * ``reference:<name>``: a fixed reference solution (see ``agents.code.grammar``);
 * for LIBERO-Long, a run folder or ``policy.pt`` of a MiniVLA policy, or ``scripted``
@@ -19,16 +22,20 @@ import torch
 from trainers.evaluate import Responder
 from wmrl_envs.errors import ConfigError
 
-POLICIES = ("grammar", "lm", "vla")
+POLICIES = ("grammar", "grammar-buggy", "lm", "vla")
+#: The policies over the solution grammar (their choices are slots, see ``agents.code.diagnostics``).
+GRAMMAR_POLICIES = ("grammar", "grammar-buggy")
 
 
 def make_policy(name: str, seed: int = 0, path: str | Path | None = None, **kwargs: Any):
     """A policy of family ``name``: fresh (seeded by ``seed``), or the starting weights at ``path``."""
-    if name == "grammar":
-        from agents.code.policy import GrammarPolicy, GrammarPolicyConfig
+    if name in GRAMMAR_POLICIES:
+        from agents.code.policy import DEFAULT_BUG_OPERATORS, GrammarPolicy, GrammarPolicyConfig
 
         if path is not None:
-            raise ConfigError("the grammar policy starts fresh; load a trained one from its run folder")
+            raise ConfigError(f"the {name} policy starts fresh; load a trained one from its run folder")
+        if name == "grammar-buggy":
+            kwargs.setdefault("bug_operators", DEFAULT_BUG_OPERATORS)
         return GrammarPolicy(GrammarPolicyConfig(seed=seed, **kwargs))
     if name == "lm":
         from agents.code.lm_policy import CausalLMPolicy
@@ -93,8 +100,8 @@ def responder_from_spec(spec: str, seed: int = 0) -> Responder:
         from agents.code.grammar import reference_responder
 
         return reference_responder(arg)
-    if kind == "grammar" and arg in ("", "untrained"):
-        return policy_responder(make_policy("grammar", seed=seed), seed)
+    if kind in GRAMMAR_POLICIES and arg in ("", "untrained"):
+        return policy_responder(make_policy(kind, seed=seed), seed)
     return policy_responder(load_run_policy(spec), seed)
 
 

@@ -36,13 +36,19 @@ class FamilyConfig:
 
     env_id: str = field(default="wmrl/MLEDojo-v0", metadata={"help": "environment family to train on"})
     policy: str = field(default="grammar", metadata={
-        "help": "policy family: 'grammar' (CPU default) or 'lm' for code envs, 'vla' for LIBERO-Long"})
+        "help": "policy family: 'grammar' (CPU default), 'grammar-buggy' (the grammar policy that may inject "
+                "an agent's bug) or 'lm' for code envs, 'vla' for LIBERO-Long"})
     policy_path: str | None = field(default=None, metadata={
         "help": "starting weights: a local transformers checkpoint ('lm', required) or a MiniVLA "
                 "policy.pt, e.g. from behaviour cloning ('vla'; default: a fresh policy)"})
     split: str = field(default="train", metadata={"help": "task split sampled for training"})
     task_ids: tuple[str, ...] | None = field(default=None, metadata={"help": "restrict training to these tasks"})
     world_model: str = field(default="surrogate", metadata={"help": "world model name (code envs)"})
+    world_model_path: str | None = field(default=None, metadata={
+        "help": "surrogate artefact to load (default: the shipped one), e.g. an older one to compare with"})
+    prove: bool = field(default=True, metadata={
+        "help": "code envs: settle scripts the static prover proves to fail before the world model and the "
+                "sandbox; --no-prove: every script is predicted or executed (the behaviour before proofs)"})
     wm_horizon: int = field(default=260, metadata={
         "help": "LIBERO-Long: steps a world-model episode runs before the success model scores it"})
     executor: str = field(default="bwrap", metadata={"help": "sandbox backend for executions"})
@@ -58,10 +64,19 @@ class FamilyConfig:
             raise ConfigError(f"policy {self.policy!r} cannot act in {self.env_id}; use one of {profile.policies}")
         if self.policy == "lm" and not self.policy_path:
             raise ConfigError("the lm policy needs --policy-path pointing at a local transformers checkpoint")
+        if self.world_model_path is not None and self.world_model != "surrogate":
+            raise ConfigError(f"world_model_path is a surrogate artefact; world model {self.world_model!r} takes none")
         if self.wm_horizon < 1:
             raise ConfigError(f"wm_horizon must be >= 1, got {self.wm_horizon}")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"workers must be >= 1, got {self.workers}")
+
+    def world_model_kwargs(self) -> dict[str, Any]:
+        """Options of ``make_world_model(world_model, ...)``: the surrogate's artefact and whether it
+        proves, so that ``prove=False`` turns off every proof (the scorer's and the world model's)."""
+        if self.world_model != "surrogate":
+            return {}
+        return {"prove": self.prove, **({"path": self.world_model_path} if self.world_model_path else {})}
 
 
 @dataclass

@@ -324,7 +324,12 @@ REFERENCE_SOLUTIONS: dict[str, SolutionChoices] = {
 def render_response(spec: TaskSpec, choices: SolutionChoices, seed: int = 0, analysis: str | None = None) -> str:
     """Wrap a rendered script in the agent response format: analysis, then one fenced block."""
     analysis = analysis or f"Plan for {spec.id}: {choices.describe()}."
-    return f"{analysis}\n\n```python\n{render_script(spec, choices, seed)}```\n"
+    return format_response(analysis, render_script(spec, choices, seed))
+
+
+def format_response(analysis: str, script: str) -> str:
+    """The agent response format: a short analysis, then the script in one fenced block."""
+    return f"{analysis}\n\n```python\n{script}```\n"
 
 
 def reference_responder(name: str):

@@ -24,6 +24,21 @@ gradient or noise comes from them (:func:`forced_choices`):
 Temperature. Logits are divided by ``config.temperature`` both when sampling and when
 recomputing log-probs, so the ratio in the GRPO loss compares like with like: the log-probs are
 always those of the distribution the choices were actually drawn from.
+
+Bugs (``config.bug_operators``, opt-in). A CPU stand-in for an agent that writes failing code:
+after the grammar slots, one more decision picks ``"none"`` or one of the given mutation
+operators (:mod:`wmrl_envs.world_models.mutations`), and the rendered script is broken by
+``mutate(script, operator, spec, config.script_seed)``. The decision is the last one: its head
+reads the GRU state after the last grammar choice, so which bug is chosen may depend on the
+solution (an operator only fits some scripts). Its log-prob is the rollout's last entry and
+enters the GRPO ratio like any slot's; it is never forced. Where the chosen operator does not
+apply to the script or task (:class:`~wmrl_envs.world_models.mutations.MutationNotApplicable`,
+e.g. ``label_codes`` on a regression task) the script stays as rendered: the choice was made,
+it just broke nothing (``meta["bug_applied"]`` is False). The bug head's bias starts at
+``P(bug) = config.bug_rate``, shared equally by the operators; its parameters are created after
+the grammar's, so a buggy policy's grammar slots start exactly where the plain policy's of the
+same seed do, and it is the last layer, whose gradients the trainer's warmup compares. Without
+operators the policy is the plain grammar policy, parameter for parameter.
 """
 
 from __future__ import annotations
@@ -37,13 +52,24 @@ from torch import nn
 
 from agents.base import Rollout
 from agents.code.features import FEATURE_DIM, as_spec, meta_count, modality, task_features
-from agents.code.grammar import SLOTS, SolutionChoices, render_response
+from agents.code.grammar import SLOTS, SolutionChoices, format_response, render_script
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading.metrics import get_metric
 from wmrl_envs.tasks.spec import Task, TaskSpec
+from wmrl_envs.world_models.mutations import OPERATORS, MutationNotApplicable, mutate
 
 SLOT_NAMES: tuple[str, ...] = tuple(SLOTS)
 N_SLOTS: int = len(SLOT_NAMES)
+#: The bug decision's option that injects nothing (options: this, then ``config.bug_operators``).
+NO_BUG = "none"
+#: The operators of the ``grammar-buggy`` policy: failures the static prover proves (the first
+#: five) and failures only a run or a learned model sees (the rest). No timeout operators: each
+#: of their runs costs the whole wall limit.
+DEFAULT_BUG_OPERATORS: tuple[str, ...] = (
+    "kaggle_column_names", "missing_module", "undefined_name", "misspelled_kwarg", "dataframe_append",
+    "proba_matrix_column", "unfitted_transformer", "fit_order", "label_codes", "nan_predictions",
+    "test_missing_column",
+)
 
 # Picks one option per row from the slot's log-probs [B, n_options] (sample, argmax or replay).
 Picker = Callable[[torch.Tensor, int], torch.Tensor]
@@ -68,8 +94,21 @@ class GrammarPolicyConfig:
         default=0, metadata={"help": "SEED written into every rendered script (fixed: the policy does not choose it)."}
     )
     seed: int = field(default=0, metadata={"help": "Seed of the parameter initialisation."})
+    bug_operators: tuple[str, ...] = field(default=(), metadata={
+        "help": "Mutation operators the policy may inject after rendering: one extra decision, 'none' or one "
+                "of these (empty: no bug decision, the plain grammar policy)."})
+    bug_rate: float = field(default=0.5, metadata={
+        "help": "Initial probability of choosing a bug, shared equally by the operators (with bug_operators)."})
 
     def __post_init__(self) -> None:
+        self.bug_operators = tuple(self.bug_operators)  # a list from a JSON config
+        unknown = [name for name in self.bug_operators if name not in OPERATORS]
+        if unknown:
+            raise ConfigError(f"unknown bug operator(s) {unknown}; known: {sorted(OPERATORS)}")
+        if len(set(self.bug_operators)) != len(self.bug_operators):
+            raise ConfigError(f"bug_operators has duplicates: {self.bug_operators}")
+        if not 0.0 < self.bug_rate < 1.0:
+            raise ConfigError(f"bug_rate must be in (0, 1), got {self.bug_rate}")
         if self.hidden_size < 1 or self.embedding_dim < 1:
             raise ConfigError(
                 f"hidden_size and embedding_dim must be >= 1, got {self.hidden_size}, {self.embedding_dim}"
@@ -140,10 +179,10 @@ def explain(spec: TaskSpec, choices: SolutionChoices) -> str:
 
 
 class _Decoded(NamedTuple):
-    choices: torch.Tensor  # [B, T] option index per slot
-    logp: torch.Tensor  # [B, T] log-prob of each choice (0 on forced slots)
-    mask: torch.Tensor  # [B, T] 1 on decided slots, 0 on forced ones
-    slot_logps: list[torch.Tensor]  # per slot, [B, n_options]: the full distribution
+    choices: torch.Tensor  # [B, D] option index per decision (the slots, then the bug if any)
+    logp: torch.Tensor  # [B, D] log-prob of each choice (0 on forced slots)
+    mask: torch.Tensor  # [B, D] 1 on decided slots, 0 on forced ones
+    slot_logps: list[torch.Tensor]  # per decision, [B, n_options]: the full distribution
 
 
 class GrammarPolicy(nn.Module):
@@ -152,12 +191,16 @@ class GrammarPolicy(nn.Module):
     Implements :class:`agents.base.Policy`. Prompts are :class:`~wmrl_envs.tasks.spec.Task` or
     :class:`~wmrl_envs.tasks.spec.TaskSpec` objects. Each :class:`~agents.base.Rollout` has:
 
-    * ``response``: the agent response (:func:`explain` then the script, see :func:`~agents.code.grammar.render_response`);
-    * ``tokens``: LongTensor ``[T]`` of option indices, in :data:`SLOT_NAMES` order;
-    * ``logp``: ``[T]``, 0 on forced slots;
+    * ``response``: the agent response (:func:`explain` then the script, see
+      :func:`~agents.code.grammar.render_response`), the script broken by the chosen bug if the
+      policy has bug operators;
+    * ``tokens``: LongTensor ``[D]`` of option indices, in :data:`SLOT_NAMES` order, then the
+      index of the bug decision in :attr:`bug_options` (``D = T + 1``) if the policy has bug operators;
+    * ``logp``: ``[D]``, 0 on forced slots;
     * ``meta``: ``choices`` (slot -> option, for logging), plus ``features`` (the task
-      feature vector) and ``slot_mask`` (``[T]``, 0 on forced slots), which :meth:`log_probs`
-      needs to rescore the rollout.
+      feature vector) and ``slot_mask`` (``[D]``, 0 on forced slots), which :meth:`log_probs`
+      needs to rescore the rollout; with bug operators also ``bug`` (the chosen option) and
+      ``bug_applied`` (whether it changed the script).
     """
 
     offsets: torch.Tensor  # first embedding row of each slot's options (a buffer: follows .to(device))
@@ -167,6 +210,8 @@ class GrammarPolicy(nn.Module):
         self.config = config or GrammarPolicyConfig()
         hidden, emb = self.config.hidden_size, self.config.embedding_dim
         sizes = [len(options) for options in SLOTS.values()]
+        #: Options of the bug decision (empty: the policy has none).
+        self.bug_options: tuple[str, ...] = (NO_BUG, *self.config.bug_operators) if self.config.bug_operators else ()
         # Row 0 of the embedding is the start symbol; slot s's options follow at offsets[s].
         offsets = torch.tensor([1 + sum(sizes[:s]) for s in range(N_SLOTS)])
         with torch.random.fork_rng(devices=[]):  # seeded init without touching the global RNG
@@ -179,25 +224,41 @@ class GrammarPolicy(nn.Module):
                 nn.init.normal_(head.weight, std=self.config.init_scale)
                 nn.init.zeros_(head.bias)
             self.heads = nn.ModuleList(heads)
+            # Created last, so the grammar's parameters are those of the plain policy of this seed.
+            # No embedding for its options: nothing is decided after it.
+            self.bug_head = nn.Linear(hidden, len(self.bug_options)) if self.bug_options else None
+            if self.bug_head is not None:
+                nn.init.normal_(self.bug_head.weight, std=self.config.init_scale)
+                with torch.no_grad():  # log-probs times the temperature: P(bug) = bug_rate at the start
+                    rate, n_ops = self.config.bug_rate, len(self.config.bug_operators)
+                    prior = torch.tensor([1.0 - rate] + [rate / n_ops] * n_ops)
+                    self.bug_head.bias.copy_(prior.log() * self.config.temperature)
         self.register_buffer("offsets", offsets, persistent=False)
 
     @property
     def device(self) -> torch.device:
         return self.offsets.device
 
+    @property
+    def n_decisions(self) -> int:
+        """``D``: the grammar slots, plus the bug decision if the policy has bug operators."""
+        return N_SLOTS + (self.bug_head is not None)
+
     # ------------------------------------------------------------------ core
     def _forced_indices(self, spec: TaskSpec) -> torch.Tensor:
-        """``[T]`` option index of each forced slot, -1 where the policy decides."""
+        """``[D]`` option index of each forced slot, -1 where the policy decides (the bug always)."""
         forced = forced_choices(spec) if self.config.mask_irrelevant else {}
-        return torch.tensor([SLOTS[s].index(forced[s]) if s in forced else -1 for s in SLOT_NAMES])
+        slots = [SLOTS[s].index(forced[s]) if s in forced else -1 for s in SLOT_NAMES]
+        return torch.tensor(slots + [-1] * (self.n_decisions - N_SLOTS))
 
     def _decode(self, features: torch.Tensor, forced: torch.Tensor, pick: Picker) -> _Decoded:
-        """Run the slots in order; ``pick`` chooses each free slot's option from its log-probs."""
+        """Run the decisions in order; ``pick`` chooses each free one's option from its log-probs."""
         features, forced = features.to(self.device), forced.to(self.device)
         state = self.trunk(features)
         previous = torch.zeros(features.shape[0], dtype=torch.long, device=self.device)  # start symbol
+        heads = [*self.heads, *([self.bug_head] if self.bug_head is not None else [])]
         choices, logps, slot_logps = [], [], []
-        for s, head in enumerate(self.heads):
+        for s, head in enumerate(heads):
             state = self.cell(self.choice_embedding(previous), state)
             logp_all = torch.log_softmax(head(state) / self.config.temperature, dim=-1)
             free = forced[:, s] < 0
@@ -206,13 +267,24 @@ class GrammarPolicy(nn.Module):
             logps.append(torch.where(free, chosen, torch.zeros_like(chosen)))
             choices.append(choice)
             slot_logps.append(logp_all)
-            previous = choice + self.offsets[s]
+            if s < N_SLOTS:
+                previous = choice + self.offsets[s]
         mask = (forced < 0).float()
         return _Decoded(torch.stack(choices, 1), torch.stack(logps, 1), mask, slot_logps)
 
     def _inputs(self, specs: Sequence[TaskSpec]) -> tuple[torch.Tensor, torch.Tensor]:
         return (torch.stack([task_features(s) for s in specs]),
                 torch.stack([self._forced_indices(s) for s in specs]))
+
+    def _respond(self, spec: TaskSpec, choices: SolutionChoices, bug: str) -> tuple[str, bool]:
+        """The response for ``choices`` with ``bug`` injected, and whether the bug changed the script."""
+        seed = self.config.script_seed
+        script = render_script(spec, choices, seed)
+        try:
+            broken = mutate(script, bug, spec, seed)
+        except MutationNotApplicable:  # nothing to break here: the script stays as rendered
+            broken = script
+        return format_response(explain(spec, choices), broken), broken != script
 
     # ------------------------------------------------------------------ Policy protocol
     def generate(self, prompts: Sequence[Task | TaskSpec], group_size: int, group_ids: Sequence[Hashable],
@@ -235,19 +307,18 @@ class GrammarPolicy(nn.Module):
         for row in range(len(specs) * group_size):
             spec = specs[row // group_size]
             tokens = out.choices[row].cpu()
-            choices = SolutionChoices.from_indices(tokens.tolist())
-            rollouts.append(Rollout(
-                task_id=spec.id,
-                group_id=group_ids[row // group_size],
-                response=render_response(spec, choices, self.config.script_seed, explain(spec, choices)),
-                tokens=tokens,
-                logp=out.logp[row].cpu(),
-                meta={"choices": choices.to_dict(), "features": features[row], "slot_mask": out.mask[row].cpu()},
-            ))
+            choices = SolutionChoices.from_indices(tokens[:N_SLOTS].tolist())
+            meta = {"choices": choices.to_dict(), "features": features[row], "slot_mask": out.mask[row].cpu()}
+            bug = self.bug_options[int(tokens[N_SLOTS])] if self.bug_options else NO_BUG
+            response, applied = self._respond(spec, choices, bug)
+            if self.bug_options:
+                meta.update(bug=bug, bug_applied=applied)
+            rollouts.append(Rollout(task_id=spec.id, group_id=group_ids[row // group_size], response=response,
+                                    tokens=tokens, logp=out.logp[row].cpu(), meta=meta))
         return rollouts
 
     def log_probs(self, rollouts: Sequence[Rollout]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Differentiable ``[B, T]`` log-probs of the rollouts' choices and their mask (0 on forced slots)."""
+        """Differentiable ``[B, D]`` log-probs of the rollouts' choices and their mask (0 on forced slots)."""
         tokens = torch.stack([r.tokens for r in rollouts]).to(self.device)
         features = torch.stack([r.meta["features"] for r in rollouts])
         slot_mask = torch.stack([r.meta["slot_mask"] for r in rollouts]).to(self.device)
@@ -261,19 +332,20 @@ class GrammarPolicy(nn.Module):
         features, forced = self._inputs([as_spec(task)])
         with torch.no_grad():
             out = self._decode(features, forced, lambda logp, s: logp.argmax(dim=-1))
-        return SolutionChoices.from_indices(out.choices[0].tolist())
+        return SolutionChoices.from_indices(out.choices[0, :N_SLOTS].tolist())
 
     def slot_probs(self, task: Task | TaskSpec, choices: SolutionChoices | None = None) -> dict[str, dict[str, float]]:
         """Each slot's option probabilities given the earlier slots of ``choices`` (default: greedy).
 
-        Forced slots report probability 1 for their fixed option.
+        Forced slots report probability 1 for their fixed option. With bug operators, ``"bug"``
+        holds the bug decision's probabilities after ``choices``.
         """
         spec = as_spec(task)
         path = choices or self.greedy(spec)
         indices = torch.tensor([[SLOTS[s].index(getattr(path, s)) for s in SLOT_NAMES]], device=self.device)
         features, forced = self._inputs([spec])
-        with torch.no_grad():
-            out = self._decode(features, forced, lambda logp, s: indices[:, s])
+        with torch.no_grad():  # the bug decision is last: its own pick changes no probability
+            out = self._decode(features, forced, lambda logp, s: indices[:, s] if s < N_SLOTS else logp.argmax(-1))
         probs: dict[str, dict[str, float]] = {}
         for s, slot in enumerate(SLOT_NAMES):
             if out.mask[0, s]:
@@ -281,8 +353,10 @@ class GrammarPolicy(nn.Module):
             else:
                 dist = nn.functional.one_hot(out.choices[0, s], len(SLOTS[slot])).float()
             probs[slot] = dict(zip(SLOTS[slot], dist.tolist()))
+        if self.bug_options:
+            probs["bug"] = dict(zip(self.bug_options, out.slot_logps[N_SLOTS][0].exp().tolist()))
         return probs
 
     def extra_repr(self) -> str:
-        return f"slots={N_SLOTS}, features={FEATURE_DIM}, temperature={self.config.temperature}"
-
+        bugs = f", bug_operators={len(self.config.bug_operators)}" if self.bug_options else ""
+        return f"slots={N_SLOTS}, features={FEATURE_DIM}, temperature={self.config.temperature}{bugs}"

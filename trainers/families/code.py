@@ -12,6 +12,8 @@ import argparse
 from functools import partial
 from collections.abc import Hashable, Sequence
 from pathlib import Path
+from typing import Any
+
 import torch
 
 from agents.base import Policy
@@ -19,6 +21,7 @@ from trainers.adapters import GroupOutcome, by_group
 from trainers.evaluate import select_tasks
 from trainers.families import FamilyProfile
 from trainers.ledger import ComputeLedger
+from trainers.policies import GRAMMAR_POLICIES
 from wmrl_envs.scoring import CodeGroup, CodeScorer, ScoredGroup, ScoringCore, extract_code
 
 
@@ -64,10 +67,17 @@ def charge(ledger: ComputeLedger, groups: Sequence[ScoredGroup]) -> None:
 DEPENDENCE_SAMPLES = 64
 
 
+def scorer_options(config) -> dict[str, Any]:
+    """The :class:`CodeScorer` keyword options of a run (a :class:`~trainers.wmrl_config.WMRLConfig`);
+    benchmarks build their own scorer class from them."""
+    family = config.family
+    return {"world_model": family.world_model, "world_model_kwargs": family.world_model_kwargs(),
+            "executor": family.executor, "workers": family.workers, "prove": family.prove}
+
+
 def make_scorer(config) -> CodeScorer:
     """The code scorer of a training run (a :class:`~trainers.wmrl_config.WMRLConfig`)."""
-    family = config.family
-    return CodeScorer(family.world_model, executor=family.executor, workers=family.workers)
+    return CodeScorer(**scorer_options(config))
 
 
 def make_adapter(env_id: str, suite: str, config) -> CodeTaskAdapter:
@@ -85,7 +95,7 @@ def heldout(env_id: str, suite: str, config, untrained, trained, k: int, task_id
     reports = [evaluate(policy_responder(untrained, config.seed), "untrained", eval_config),
                evaluate(policy_responder(trained, config.seed), f"trained ({config.mode})", eval_config)]
     markdown = markdown_table(reports)
-    if family.policy == "grammar":  # its choices are slots: say how much they depend on the task
+    if family.policy in GRAMMAR_POLICIES:  # its choices are slots: say how much they depend on the task
         from agents.code.diagnostics import choice_task_dependence, dependence_markdown
         from trainers.evaluate import select_tasks
 
@@ -118,6 +128,6 @@ def evaluate_command(env_id: str, suite: str, args: argparse.Namespace) -> int:
 
 def code_profile(env_id: str, suite: str, quantity: str) -> FamilyProfile:
     """The profile of a code family whose built-in tasks form ``suite``."""
-    return FamilyProfile(env_id=env_id, policies=("grammar", "lm"), suite=suite, quantity=quantity,
+    return FamilyProfile(env_id=env_id, policies=(*GRAMMAR_POLICIES, "lm"), suite=suite, quantity=quantity,
                          make_adapter=partial(make_adapter, env_id, suite), make_scorer=make_scorer,
                          heldout=partial(heldout, env_id, suite), evaluate=partial(evaluate_command, env_id, suite))

@@ -1,0 +1,76 @@
+"""bench/buggy_agent.py's per-run function on one step: real sandbox, the real old and new world models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def bench(bench_script):
+    with bench_script("buggy_agent") as module:
+        yield module
+
+
+def test_one_step_run_records_bugs_and_a_rerun_skips_it(bench, tmp_path, monkeypatch):
+    args = bench.parse_args(["--steps", "1", "--tasks-per-step", "2", "--group-size", "2", "--eval-every", "1",
+                             "--eval-tasks", "diabetes-progression", "--eval-k", "2", "--train-tasks",
+                             "breast-cancer-diagnosis", "biopsy-malignancy", "--workers", "2",
+                             "--results", str(tmp_path / "results"), "--runs", str(tmp_path / "runs")])
+    args.results.mkdir()
+    world_models = bench.load_world_models(args.runs)
+    old, proofs, new = world_models["old"], world_models["proofs"], world_models["new"]
+    assert old.model.prover is None and old.fingerprint["prove"] is False and not old.fingerprint["status_head"]
+    assert proofs.model.prover is not None and proofs.fingerprint == {**old.fingerprint, "prove": True}
+    assert new.model.prover is not None and new.fingerprint["prove"] is True
+    memo = bench.ExecutionMemo(args.runs / "memo.jsonl")
+    tasks = bench.select_tasks(bench.ENV_ID, bench.SUITE, "heldout", args.eval_tasks)
+    key = bench.RunKey("world_model", "old", 0)
+
+    result = bench.run_or_load(key, args, memo, tasks, world_models)
+    assert [p["step"] for p in result["curve"]] == [0, 1]
+    assert all(0.0 <= p["heldout_mean"] <= 1.0 for p in result["curve"])
+    assert result["world_model"] == old.fingerprint
+    config = json.loads((args.runs / key.name / "config.json").read_text())["family"]
+    assert config["policy"] == "grammar-buggy" and config["prove"] is False
+    assert config["world_model_path"] == old.path
+    train = result["train"]
+    assert train["buggy"]["n"] + train["clean"]["n"] == 4 and len(train["bug_share"]) == 1
+    assert set(train["operators"]) == set(bench.DEFAULT_BUG_OPERATORS)
+    assert result["by_category_cpu_s"]["world_model"] > 0 and result["by_category_cpu_s"]["execution"] == 0
+    for part in ("buggy", "clean"):  # every held-out sample scored by every world model
+        point = result["curve"][0][part]
+        assert point["n"] == 0 or all(point[f"wm_{name}"] is not None for name in world_models)
+
+    def must_not_train(*_):
+        raise AssertionError("a finished run was trained again")
+
+    monkeypatch.setattr(bench, "train_run", must_not_train)
+    assert bench.run_or_load(key, args, memo, tasks, world_models) == result
+    # A run whose world model changed since is stale: it trains again.
+    monkeypatch.setattr(bench, "train_run", lambda *_: {**result, "world_model": old.fingerprint, "retrained": True})
+    stale = {**result, "world_model": {**old.fingerprint, "artefact_sha256": "0" * 64}}
+    (args.results / f"{key.name}.json").write_text(json.dumps(stale))
+    assert bench.run_or_load(key, args, memo, tasks, world_models)["retrained"]
+    # So is one whose ledger did not charge memoized replays (made before stress.ExecutionMemo marked them).
+    uncharged = {k: v for k, v in result.items() if k != "memo_replays_charged"}
+    (args.results / f"{key.name}.json").write_text(json.dumps(uncharged))
+    assert bench.run_or_load(key, args, memo, tasks, world_models)["retrained"]
+
+
+def test_a_replayed_execution_is_charged_like_the_run_it_replays(bench, tmp_path):
+    from trainers.families.code import charge
+    from trainers.ledger import ComputeLedger
+    from wmrl_envs.scoring import ScoredGroup, ScoreResult
+
+    memo = bench.ExecutionMemo(tmp_path / "memo.jsonl")
+    run = ScoreResult(task_id="t", stream="real", real_score=0.4, valid=True, status="valid", executed=True,
+                      cost={"execution_s": 2.0, "execution_cpu_s": 1.5, "world_model_s": 0.0})
+    memo.store("t:abc", run)
+    replay = ScoreResult(task_id="t", stream="real")
+    bench.ExecutionMemo(tmp_path / "memo.jsonl").restore("t:abc", replay)
+    ledgers = [ComputeLedger(), ComputeLedger()]
+    for ledger, sample in zip(ledgers, (run, replay)):
+        charge(ledger, [ScoredGroup("t", 0, "real", [sample])])
+    assert ledgers[0].totals["execution"].cpu_s == ledgers[1].totals["execution"].cpu_s == 1.5
