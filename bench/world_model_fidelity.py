@@ -1,8 +1,9 @@
 """How well world models predict how a script ends: status, exception, validity and score.
 
 The ground truth is every executed row of the corpora with a recorded outcome
-(``assets/world_models/{corpus,dsbench_corpus,outcome_corpus}.csv``): grammar solutions and
-their mutants (``wmrl_envs/world_models/mutations.py``), each run in the sandbox. Fidelity is
+(``assets/world_models/{corpus,dsbench_corpus,outcome_corpus,handwritten_corpus}.csv``): grammar
+solutions, hand-written ones (``agents/code/handwritten.py``) and mutants of both
+(``wmrl_envs/world_models/mutations.py``), each run in the sandbox. Fidelity is
 measured on the held-out tasks' rows, which no fit ever saw; the proofs' precision on every row.
 
 World models compared, on the same rows:
@@ -19,10 +20,11 @@ World models compared, on the same rows:
 
 Metrics (the field's): status accuracy; exception-class match on failures that raised; AUC and
 ECE (10 equal-width bins) of P(valid); Spearman and pairwise accuracy (pairs within a task) on
-valid scripts; reward MAE; cost per script. Per source (grammar, mutated), per suite and per
+valid scripts; reward MAE; cost per script. Per source (grammar, hand-written, mutated), per suite and per
 held-out task. Writes ``bench/results/world_model_fidelity.{json,md}``.
 
-    python bench/world_model_fidelity.py [--before 1c24862] [--llm-sample 40]
+    python bench/world_model_fidelity.py [--before 1c24862]
+    python bench/world_model_fidelity.py --llm-sample 20 --name world_model_fidelity_llm  # about 20 min
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from sklearn.metrics import roc_auc_score
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agents.code.grammar import SolutionChoices, render_script
+from agents.code.handwritten import STYLE_KEY, render_solution
 from wmrl_envs import outcome
 from wmrl_envs.tasks import get_task
 from wmrl_envs.world_models import corpus as corpus_lib
@@ -56,19 +58,18 @@ from wmrl_envs.world_models.proofs import Prover
 from wmrl_envs.world_models.surrogate import SurrogateWorldModel
 
 RESULTS = REPO / "bench" / "results"
-CORPORA = [REPO / "assets" / "world_models" / n for n in ("corpus.csv", "dsbench_corpus.csv", "outcome_corpus.csv")]
+CORPORA = [REPO / "assets" / "world_models" / n
+           for n in ("corpus.csv", "dsbench_corpus.csv", "outcome_corpus.csv", "handwritten_corpus.csv")]
+#: Where a row's script comes from; ``mutated`` covers mutants of grammar and hand-written scripts.
+SOURCES = ("mutated", "grammar", "handwritten")
 #: The last commit whose surrogate predicted a score only.
 BEFORE = "1c24862"
 TARGETS = {"status_accuracy": 0.90, "auc_valid": 0.95, "exception_match": 0.80, "ece_valid": 0.05}
 N_BINS = 10
 
 
-def render(spec, choices: dict[str, str], seed: int) -> str:
-    return render_script(spec, SolutionChoices(**choices), seed)
-
-
 def load_rows() -> pd.DataFrame:
-    """Every row with a recorded outcome, its script and its source (grammar or mutated)."""
+    """Every row with a recorded outcome, its script and its source (:data:`SOURCES`)."""
     frames = []
     for path in CORPORA:
         frame = corpus_lib.read_corpus(path)
@@ -76,9 +77,10 @@ def load_rows() -> pd.DataFrame:
     rows = pd.concat(frames, ignore_index=True)
     tasks = {tid: get_task(tid) for tid in rows["task_id"].unique()}
     items = corpus_lib.corpus_items(rows)
-    rows["script"] = [i.script(tasks[i.task_id].spec, render) for i in items]
+    rows["script"] = [i.script(tasks[i.task_id].spec, render_solution) for i in items]
     rows["suite"] = [tasks[t].spec.suite for t in rows["task_id"]]
-    rows["source"] = np.where(rows["mutation"] == "none", "grammar", "mutated")
+    handwritten = np.array([f'"{STYLE_KEY}"' in c for c in rows["choices"]])
+    rows["source"] = np.where(rows["mutation"] != "none", "mutated", np.where(handwritten, "handwritten", "grammar"))
     rows["exception"] = pd.Series([e if isinstance(e, str) and e else None for e in rows["exception"]], dtype=object,
                                   index=rows.index)
     rows.attrs["tasks"] = tasks
@@ -252,13 +254,13 @@ def markdown(report: dict) -> str:
     m = report["machine"]
     lines = ["### World-model fidelity: how a script ends, not only its score", "",
              f"{m['cores']} cores, {m['ram_gib']} GiB RAM, {m['date'][:10]}, commit `{m['git_commit'][:10]}`. "
-             f"Held-out tasks only ({report['heldout_rows']} executed rows: grammar solutions and their mutants); "
-             "no fit saw them.", "",
+             f"Held-out tasks only ({report['heldout_rows']} executed rows: grammar solutions, hand-written "
+             "solutions (`agents/code/handwritten.py`) and mutants of both); no fit saw them.", "",
              "| world model | rows | status acc. | exception match | AUC(valid) | ECE(valid) | Spearman (valid) "
              "| pairwise (valid) | reward MAE | ms / script (CPU) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, block in report["models"].items():
-        for part in ("mutated", "grammar", "all"):
+        for part in (*SOURCES, "all"):
             r = block[part]
             lines.append(f"| {name}, {part} | {r['rows']} | {_fmt(r['status_accuracy'])} | "
                          f"{_fmt(r['exception_match'])} | {_fmt(r['auc_valid'])} | {_fmt(r['ece_valid'])} | "
@@ -290,9 +292,9 @@ def evaluate(name: str, pred: dict[str, np.ndarray], rows: pd.DataFrame, heldout
     block = {"cost_s": pred["cost_s"], "cpu_s": pred.get("cpu_s", pred["cost_s"]),
              "parse_rate": pred.get("parse_rate", 1.0)}
     source = rows["source"].to_numpy()
-    for part, mask in (("all", heldout), ("mutated", heldout & (source == "mutated")),
-                       ("grammar", heldout & (source == "grammar"))):
-        block[part] = metrics(pred, rows, mask)
+    block["all"] = metrics(pred, rows, heldout)
+    for part in SOURCES:
+        block[part] = metrics(pred, rows, heldout & (source == part))
     suites = rows["suite"].to_numpy()
     block["by_suite"] = {s: {"all": metrics(pred, rows, heldout & (suites == s)),
                              "grammar": metrics(pred, rows, heldout & (suites == s) & (source == "grammar"))}

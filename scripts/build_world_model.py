@@ -18,6 +18,16 @@ turn, for the outcome corpus the status head and the prover are measured on::
     python scripts/build_world_model.py --corpus assets/world_models/outcome_corpus.csv --suite dsbench --split all \
         --mutants 12 --loop-wall-s 6
 
+Execute hand-written solutions (every style of ``agents/code/handwritten.py`` on every task,
+then their mutants), so the status head learns outcomes rather than the grammar's idiom::
+
+    python scripts/build_world_model.py --corpus assets/world_models/handwritten_corpus.csv --suite mle \
+        --split all --handwritten --per-task 5 --broken-fraction 0
+    python scripts/build_world_model.py --corpus assets/world_models/handwritten_corpus.csv --suite mle \
+        --split all --handwritten --mutants 6 --loop-wall-s 6
+
+(and the same with ``--suite dsbench``).
+
 Give the rows of a corpus built before outcomes were recorded their outcome (valid rows at once,
 the others by running them again)::
 
@@ -59,16 +69,17 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agents.code.grammar import REFERENCE_SOLUTIONS, SLOTS, SolutionChoices, render_script
+from agents.code.grammar import REFERENCE_SOLUTIONS, SLOTS
+from agents.code.handwritten import STYLE_KEY, STYLES, render_solution
 from wmrl_envs.tasks import get_task, list_tasks
-from wmrl_envs.tasks.spec import TaskSpec
 from wmrl_envs.world_models import corpus as corpus_lib
 from wmrl_envs.world_models.surrogate import SurrogateConfig, SurrogateWorldModel, default_path
 
 log = logging.getLogger("build_world_model")
 DEFAULT_CORPUS = REPO / "assets" / "world_models" / "corpus.csv"
 DEFAULT_OUTCOME_CORPORA = [REPO / "assets" / "world_models" / name
-                           for name in ("corpus.csv", "dsbench_corpus.csv", "outcome_corpus.csv")]
+                           for name in ("corpus.csv", "dsbench_corpus.csv", "outcome_corpus.csv",
+                                        "handwritten_corpus.csv")]
 # Favour cheap solutions so the corpus builds in well under an hour on two workers; every
 # option keeps a fair share, so the world model still sees the expensive ones.
 SLOT_WEIGHTS = {
@@ -77,22 +88,23 @@ SLOT_WEIGHTS = {
 }
 
 
-def render(spec: TaskSpec, choices: dict[str, str], seed: int) -> str:
-    """The grammar's renderer, in the form the corpus builder takes."""
-    return render_script(spec, SolutionChoices(**choices), seed)
+render = render_solution  # grammar points and hand-written styles alike
 
 
 def build(args: argparse.Namespace) -> None:
     tasks = list_tasks(suite=args.suite, split=None if args.split == "all" else args.split)
     if args.tasks:
         tasks = [t for t in tasks if t.id in set(args.tasks)]
+    # Hand-written styles are planned like grammar points of one slot, every style once first.
+    slots, weights = ({STYLE_KEY: tuple(STYLES)}, None) if args.handwritten else (SLOTS, SLOT_WEIGHTS)
+    references = ([{STYLE_KEY: s} for s in STYLES] if args.handwritten
+                  else [c.to_dict() for c in REFERENCE_SOLUTIONS.values()])
     if args.mutants:
-        plan = corpus_lib.plan_mutants(tasks, SLOTS, render, per_task=args.mutants, slot_weights=SLOT_WEIGHTS,
+        plan = corpus_lib.plan_mutants(tasks, slots, render, per_task=args.mutants, slot_weights=weights,
                                        seed=args.seed)
     else:
-        plan = corpus_lib.plan_corpus(
-            tasks, SLOTS, [c.to_dict() for c in REFERENCE_SOLUTIONS.values()], per_task=args.per_task,
-            broken_fraction=args.broken_fraction, slot_weights=SLOT_WEIGHTS, seed=args.seed)
+        plan = corpus_lib.plan_corpus(tasks, slots, references, per_task=args.per_task,
+                                      broken_fraction=args.broken_fraction, slot_weights=weights, seed=args.seed)
     log.info("%d tasks, %d planned executions (%s split)", len(tasks), len(plan), args.split)
     if args.replace:
         dropped = corpus_lib.drop_tasks(args.corpus, [t.id for t in tasks])
@@ -158,7 +170,7 @@ def outcome_rows(paths: list[Path], split: str) -> pd.DataFrame:
 def train_status(args: argparse.Namespace) -> None:
     """Fit the status head on the train rows that no proof settles and attach it to the artefact
     (score heads unchanged)."""
-    from wmrl_envs.world_models.code_features import analyse_script, feature_vector
+    from wmrl_envs.world_models.code_features import analyse_script, feature_vector, outcome_features
     from wmrl_envs.world_models.proofs import Prover
     from wmrl_envs.world_models.status_head import StatusHeadConfig, fit_status_head
 
@@ -170,13 +182,16 @@ def train_status(args: argparse.Namespace) -> None:
         script = item.script(task.spec, render)
         if prover.prove(task, script) is None:
             rows.append((task, script, row.outcome, row.exception or None))
-    features = np.array([feature_vector(t, analyse_script(s)) for t, s, _, _ in rows], dtype=float)
+    analyses = [analyse_script(s) for _, s, _, _ in rows]
+    features = np.array([feature_vector(t, a) + outcome_features(t, a) for (t, _, _, _), a in zip(rows, analyses)],
+                        dtype=float)
     scripts, statuses = [s for _, s, _, _ in rows], [o for _, _, o, _ in rows]
     exceptions, groups = [e for _, _, _, e in rows], [t.id for t, _, _, _ in rows]
     head = fit_status_head(scripts, features, statuses, exceptions, groups, StatusHeadConfig(seed=args.seed))
     log.info("status head: out-of-fold log loss %.4f (temperature %.2f)", head.cv_log_loss, head.temperature)
     report = {
-        "model": "gradient-boosted trees over token 1-2-gram presence and the score head's features",
+        "model": "gradient-boosted trees over token 1-2-gram presence, the score head's features and "
+                 "the outcome features (string keys read, and those no task file has)",
         "config": asdict(StatusHeadConfig(seed=args.seed)), "cv_log_loss": round(head.cv_log_loss, 4),
         "temperature": round(head.temperature, 3), "labels": head.labels,
         "rows_train": len(frame), "rows_unproved": len(rows),
@@ -243,6 +258,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mutants", type=int, default=0,
                         help="plan this many mutants per task, every operator of mutations.py in turn, instead of "
                              "grammar solutions (the outcome corpus)")
+    parser.add_argument("--handwritten", action="store_true",
+                        help="plan hand-written styles (agents/code/handwritten.py) instead of grammar points")
     parser.add_argument("--workers", type=int, default=2, help="sandbox runs at once")
     parser.add_argument("--wall-s", type=float, default=60.0, help="cap on each run's wall-clock limit")
     parser.add_argument("--loop-wall-s", type=float, default=30.0, help="wall-clock limit of infinite-loop runs")

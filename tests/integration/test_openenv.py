@@ -199,7 +199,11 @@ def test_two_concurrent_sessions_share_one_calibrator_and_match_an_in_process_en
     assert server.url in server.out.read_text()  # the command printed where it serves
 
     records = [r for session in sessions for r in session]
-    assert all(r["done"] and r["info"]["valid"] is not False and r["info"]["error"] is None for r in records)
+    # Executed scripts all run clean; a world-model step's predicted outcome is the world model's
+    # opinion of these synthetic scripts, and what is compared below is that server and in-process
+    # env give the same one.
+    assert all(r["done"] and r["info"]["valid"] is not False for r in records)
+    assert all(r["info"]["error"] is None for r in records if r["info"]["stream"] == "anchor")
     anchors = [r for r in records if r["info"]["stream"] == "anchor"]
     assert len(anchors) == 2 * ANCHORS_PER_SESSION and len(records) - len(anchors) == 2 * WM_PER_SESSION
     # The fuse lock: each anchor's step saw its own pair enter, and no two saw the same count.
@@ -226,6 +230,7 @@ def test_two_concurrent_sessions_share_one_calibrator_and_match_an_in_process_en
         assert reward == pytest.approx(r["reward"], abs=ATOL), r["group"]
         for key in ("score", "wm_score_raw", "wm_score_calibrated", "fusion_weight"):
             assert info[key] == pytest.approx(served[key], abs=ATOL), (r["group"], key)
+        assert (info["status"], info["error"]) == (served["status"], served["error"]), r["group"]
         assert (info["real_score"] is None) == (served["real_score"] is None)
     env.close()
     replayed = calibrator.state_dict()  # the same pairs, in the same order

@@ -228,20 +228,17 @@ def test_no_proof_is_false_on_the_whole_executed_corpus(prover):
     failure the run ended with, status and exception class."""
     import json
 
-    from agents.code.grammar import SolutionChoices, render_script
+    from agents.code.handwritten import render_solution
     from wmrl_envs.paths import assets_dir
     from wmrl_envs.world_models import corpus as corpus_lib
 
-    def render(spec, choices, seed):
-        return render_script(spec, SolutionChoices(**choices), seed)
-
     tasks, proved, valid = {}, 0, 0
-    for name in ("corpus.csv", "dsbench_corpus.csv", "outcome_corpus.csv"):
+    for name in ("corpus.csv", "dsbench_corpus.csv", "outcome_corpus.csv", "handwritten_corpus.csv"):
         frame = corpus_lib.read_corpus(assets_dir() / "world_models" / name)
         frame = frame[frame["outcome"] != ""]
         for item, row in zip(corpus_lib.corpus_items(frame), frame.itertuples()):
             task = tasks.setdefault(item.task_id, get_task(item.task_id))
-            proof = prover.prove(task, item.script(task.spec, render))
+            proof = prover.prove(task, item.script(task.spec, render_solution))
             valid += row.outcome == "valid"
             if proof is None:
                 continue

@@ -222,6 +222,7 @@ class CodeScorer:
         proof = (sample.status, sample.exception) if sample.proved else None
         sample.stdout, sample.stderr = tail(run.stdout), tail(run.stderr)
         sample.executed, sample.execution_status, sample.proved = True, run.status.value, False
+        sample.error = None  # an executed sample reports its run, not the world model's prediction
         sample.cost.update(execution_s=run.wall_s, execution_cpu_s=run.cpu_s)
         sample.status, sample.exception = run_outcome(run)
         try:

@@ -101,6 +101,8 @@ TASK_FEATURES: tuple[str, ...] = (
 )
 INTERACTION_FEATURES: tuple[str, ...] = ("unknown_columns", "target_columns_mentioned", "reads_missing_file")
 FEATURE_NAMES: tuple[str, ...] = SCRIPT_FEATURES + TASK_FEATURES + INTERACTION_FEATURES
+#: What the status head reads beyond :data:`FEATURE_NAMES` (see :func:`outcome_features`).
+OUTCOME_FEATURES: tuple[str, ...] = ("string_keys", "unknown_string_keys")
 
 
 @dataclass
@@ -116,6 +118,8 @@ class ScriptAnalysis:
         column_refs: Columns the script reads from frames loaded with ``read_csv``.
         string_constants: Every string literal of the folded program.
         read_paths: Literal paths passed to ``read_csv``.
+        string_keys: String keys the script reads by subscript (``row["age"]``, ``df[["a", "b"]]``)
+            from any object, minus keys it stores itself or writes in a dict literal.
     """
 
     source: str
@@ -125,6 +129,7 @@ class ScriptAnalysis:
     column_refs: set[str] = field(default_factory=set)
     string_constants: set[str] = field(default_factory=set)
     read_paths: set[str] = field(default_factory=set)
+    string_keys: set[str] = field(default_factory=set)
 
 
 def solution_family(script: str) -> str | None:
@@ -188,6 +193,18 @@ def feature_vector(task: Task, analysis: ScriptAnalysis) -> list[float]:
     """All :data:`FEATURE_NAMES` for one (task, script), in order."""
     values = {**analysis.features, **task_features(task), **interaction_features(task, analysis)}
     return [values[name] for name in FEATURE_NAMES]
+
+
+def outcome_features(task: Task, analysis: ScriptAnalysis) -> list[float]:
+    """The status head's extra features (:data:`OUTCOME_FEATURES`), in order.
+
+    ``unknown_columns`` follows frames read with ``read_csv`` only; these count string keys read
+    from anything (a ``csv.DictReader`` row, a frame built another way), so that a key no task
+    file has reads as a likely KeyError whatever the idiom: ``string_keys`` is how many distinct
+    keys the script reads, ``unknown_string_keys`` how many of them no task file has as a column.
+    """
+    columns = _task_facts(task).columns
+    return [float(len(analysis.string_keys)), float(len(analysis.string_keys - columns))]
 
 
 # ----------------------------------------------------------------------------- task facts
@@ -523,6 +540,7 @@ class _Measurer:
             column_refs=self._column_refs(frames),
             string_constants=strings,
             read_paths=read_paths,
+            string_keys=self._string_keys(),
         )
 
     def _frames_read(self, calls: list[ast.Call]) -> tuple[set[str], set[str]]:
@@ -547,6 +565,18 @@ class _Measurer:
                     if kw.arg == "columns":
                         refs |= _strings(_static_value(kw.value, self.constants))
         return refs
+
+    def _string_keys(self) -> set[str]:
+        """String keys read by subscript, minus those the script stores or puts in dict literals."""
+        read: set[str] = set()
+        own: set[str] = set()
+        for node in self.nodes:
+            if isinstance(node, ast.Subscript):
+                keys = _strings(_static_value(node.slice, self.constants))
+                (read if isinstance(node.ctx, ast.Load) else own).update(keys)
+            elif isinstance(node, ast.Dict):
+                own |= {k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+        return read - own
 
     def _writes_submission(self, call: ast.Call) -> bool:
         target = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "path_or_buf"), None)

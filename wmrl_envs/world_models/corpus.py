@@ -63,7 +63,7 @@ class CorpusItem:
 
     task_id: str
     split: str
-    choices: str  # compact JSON of the grammar choices, keys sorted
+    choices: str  # compact JSON of the grammar choices (or {"style": name}), keys sorted
     seed: int
     mutation: str = "none"
 

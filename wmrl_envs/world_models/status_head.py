@@ -2,12 +2,15 @@
 
 Beside the score head, the surrogate learns how a script ends: ``valid`` or one of the failure
 statuses of :mod:`wmrl_envs.outcome`, with the exception class for runtime errors. Its input is
-the score head's own features (script, task and interaction features) plus a hashed bag of the
-script's token 1- to 3-grams, which carries what the features summarise away (a
-``predict_proba`` result put in one column, a ``transform`` before any ``fit``, a loop whose
-condition never changes). A multinomial logistic regression maps them to one label per
-(status, exception class) seen often enough in training; the rest pool into
-``<status>:other``.
+the score head's own features (script, task and interaction features), the outcome features
+of :func:`~wmrl_envs.world_models.code_features.outcome_features` (string keys the script reads
+that no task file has, in any idiom) and which of the most
+frequent token 1- and 2-grams the script holds, which carry what the features summarise away
+(a ``predict_proba`` result put in one column, a ``transform`` before any ``fit``, a loop whose
+condition never changes). Gradient-boosted trees map them to one label per (status, exception
+class) seen often enough in training; the rest pool into ``<status>:other``. The training
+scripts come in several idioms (the grammar's and the hand-written styles of
+``agents/code/handwritten.py``), so that the head learns outcomes, not one way of writing.
 
 Its probabilities are calibrated by temperature scaling on out-of-fold predictions (grouped by
 task), so that P(valid) is a probability one can multiply a score by: the surrogate's reward

@@ -45,6 +45,7 @@ from wmrl_envs.world_models.code_features import (
     ScriptAnalysis,
     analyse_script,
     feature_vector,
+    outcome_features,
 )
 from wmrl_envs.world_models.proofs import Prover
 from wmrl_envs.world_models.status_head import StatusHead
@@ -208,7 +209,9 @@ class SurrogateWorldModel:
             mean[parsed] = np.clip(members.mean(axis=0), 0.0, 1.0)
             spread[parsed] = members.std(axis=0)
             if self._state.status is not None:
-                outcomes = dict(zip(parsed, self._state.status.predict([scripts[i] for i in parsed], features)))
+                extra = np.array([outcome_features(t, a) for t, a in zip(parsed_tasks, parsed_analyses)], dtype=float)
+                outcomes = dict(zip(parsed, self._state.status.predict([scripts[i] for i in parsed],
+                                                                       np.hstack([features, extra]))))
         cost = (time.perf_counter() - start) / len(scripts)
         out = []
         for i, (m, u) in enumerate(zip(mean, spread)):
