@@ -41,6 +41,10 @@ def _settings(spec: TaskSpec) -> str:
         ''')
 
 
+#: How the pandas styles name a class: '1', 1 and 1.0 alike (read_csv gives ints or floats).
+_PANDAS_LABEL = "lambda v: str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)"
+
+
 def _stdlib_prior(spec: TaskSpec, rng: random.Random) -> str:
     rows, out = rng.choice([("rows", "out"), ("records", "handle"), ("data", "f")])
     return _settings(spec) + textwrap.dedent(f'''\
@@ -191,7 +195,7 @@ def _numpy_ridge(spec: TaskSpec, rng: random.Random) -> str:
         if PREDICTION == "value":
             result = (B @ ridge(train[LABEL].to_numpy(float)))[:, None]
         else:
-            labels = train[LABEL].map(lambda v: str(int(v)) if isinstance(v, float) and v.is_integer() else str(v))
+            labels = train[LABEL].map({_PANDAS_LABEL})
             onehot = np.stack([(labels == c).to_numpy(float) for c in CLASSES], axis=1)
             scores = B @ ridge(onehot)
             if PREDICTION == "label":
@@ -237,7 +241,7 @@ def _pandas_groupby(spec: TaskSpec, rng: random.Random) -> str:
             out = test_key.map(table).fillna(target.mean())
             predictions = {{OUTPUT_COLUMNS[0]: out.to_numpy()}}
         else:
-            labels = df[LABEL].map(lambda v: str(int(v)) if isinstance(v, float) and v.is_integer() else str(v))
+            labels = df[LABEL].map({_PANDAS_LABEL})
             shares = pd.crosstab(key, labels, normalize="index").reindex(columns=CLASSES, fill_value=0.0)
             overall = labels.value_counts(normalize=True).reindex(CLASSES, fill_value=0.0)
             rows = shares.reindex(test_key.to_numpy()).fillna(overall).to_numpy()
@@ -292,7 +296,7 @@ def _sklearn_quick(spec: TaskSpec, rng: random.Random) -> str:
         X_test = both.loc["test"].drop(columns=[ID])
         y_train = train_df[LABEL]
         if PREDICTION != "value":
-            y_train = y_train.map(lambda v: str(int(v)) if isinstance(v, float) and v.is_integer() else str(v))
+            y_train = y_train.map({_PANDAS_LABEL})
 
         model = make_pipeline(SimpleImputer(strategy="median"), StandardScaler(), {build})
         model.fit(X_train, y_train)

@@ -59,7 +59,7 @@ TIMEOUT_MUTATIONS = frozenset(name for name, op in OPERATORS.items() if op.statu
 
 @dataclass(frozen=True)
 class CorpusItem:
-    """One planned solution: a point of the grammar, a render seed and a mutation."""
+    """One planned solution: a point of the grammar or a hand-written style, a render seed and a mutation."""
 
     task_id: str
     split: str
