@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from wmrl_envs.errors import WMRLError
+from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
 
 
 def machine_info() -> dict[str, object]:
@@ -202,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--obs-mode", default="state", choices=("state", "pixels", "both"),
                     help="LIBERO-Long: observations the policy sees (default: %(default)s)")
     ev.add_argument("--tasks", nargs="*", help="restrict to these task ids (LIBERO: indices or names)")
-    ev.add_argument("--executor", default="bwrap", help="sandbox backend (default: %(default)s)")
+    ev.add_argument("--executor", default=DEFAULT_EXECUTOR, help=EXECUTOR_HELP)
     ev.add_argument("--workers", type=int, default=None, help="parallel executions (default: one per core)")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--out", default="runs/eval", help="output folder (default: %(default)s)")
@@ -223,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="tasks a reset without task_id draws from (default: %(default)s)")
     sv.add_argument("--tasks", nargs="*", help="restrict that pool to these task ids")
     sv.add_argument("--max-turns", type=int, default=1, help="responses per episode (default: %(default)s)")
-    sv.add_argument("--executor", default="bwrap", help="sandbox backend (default: %(default)s)")
+    sv.add_argument("--executor", default=DEFAULT_EXECUTOR, help=EXECUTOR_HELP)
     sv.add_argument("--workers", type=int, default=None, help="parallel executions (default: one per core)")
     sv.add_argument("--world-model", default="surrogate", help="world model name (default: %(default)s)")
     sv.add_argument("--anchor-fraction", type=float, default=0.1,

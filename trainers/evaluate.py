@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading import mean_rpg
+from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring import CodeScorer, extract_code
 from wmrl_envs.tasks import SPLIT_CHOICES
 from wmrl_envs.tasks.spec import Task
@@ -87,7 +88,7 @@ class EvalConfig:
     suite: str = "mle"
     split: str = "heldout"
     k: int = 4
-    executor: str = "bwrap"
+    executor: str = DEFAULT_EXECUTOR
     workers: int | None = None
     task_ids: tuple[str, ...] | None = None
     seed: int = 0

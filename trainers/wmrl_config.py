@@ -23,6 +23,7 @@ from typing import Any
 
 from wmrl_envs.calibration import CalibratorConfig
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
 from wmrl_envs.scoring import FusionConfig
 from wmrl_envs.scoring.schedule import check_adaptation
 
@@ -51,7 +52,7 @@ class FamilyConfig:
                 "sandbox; --no-prove: every script is predicted or executed (the behaviour before proofs)"})
     wm_horizon: int = field(default=260, metadata={
         "help": "LIBERO-Long: steps a world-model episode runs before the success model scores it"})
-    executor: str = field(default="bwrap", metadata={"help": "sandbox backend for executions"})
+    executor: str = field(default=DEFAULT_EXECUTOR, metadata={"help": EXECUTOR_HELP})
     workers: int | None = field(default=None, metadata={"help": "parallel executions (default: cores)"})
 
     def __post_init__(self) -> None:

@@ -21,6 +21,7 @@ from gymnasium import spaces
 from wmrl_envs import outcome
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring import (
     AnchorSchedule,
     CodeGroup,
@@ -68,7 +69,8 @@ class MLEDojoEnv(gym.Env):
         split: Which tasks :meth:`reset` samples from when no ``task_id`` is given.
         task_ids: Restrict the pool to these ids (overrides ``split``).
         max_turns: Responses per episode; the last valid one's score is final.
-        executor: Sandbox backend name for real execution (``"bwrap"`` by default).
+        executor: Sandbox backend name for real execution (``"auto"`` by default: ``"warm"`` where the
+            host allows it, else ``"bwrap"``).
         workers: Parallel sandbox runs.
         world_model: World model name or instance (``"surrogate"`` by default).
         world_model_kwargs: Options of the named world model.
@@ -96,7 +98,7 @@ class MLEDojoEnv(gym.Env):
         task_ids: Sequence[str] | None = None,
         max_turns: int = 1,
         *,
-        executor: str = "bwrap",
+        executor: str = DEFAULT_EXECUTOR,
         workers: int | None = None,
         world_model: Any = "surrogate",
         world_model_kwargs: dict[str, Any] | None = None,

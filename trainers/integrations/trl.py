@@ -66,6 +66,7 @@ from agents.code.lm_policy import CausalLMPolicyConfig, build_messages
 from trainers.integrations.prompts import prompt_uid
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 from wmrl_envs.errors import ConfigError, MissingDependencyError
+from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring import (CodeGroup, CodeScorer, FusionConfig, HashSchedule, ScoredGroup, ScoringCore,
                                extract_code, sample_weights)
 from wmrl_envs.tasks.spec import Task
@@ -113,7 +114,7 @@ def build_dataset(tasks: Iterable[Task], config: CausalLMPolicyConfig | None = N
 
 
 def make_code_core(anchor_fraction: float = 0.1, seed: int = 0, world_model: Any = "surrogate",
-                   executor: str = "bwrap", workers: int | None = None, calibration: CalibratorConfig | None = None,
+                   executor: str = DEFAULT_EXECUTOR, workers: int | None = None, calibration: CalibratorConfig | None = None,
                    fusion: FusionConfig | None = None) -> ScoringCore:
     """A run's scoring core for code tasks: the hash schedule, a calibrator of its own and a code scorer.
 

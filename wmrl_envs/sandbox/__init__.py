@@ -4,7 +4,7 @@
 
     from wmrl_envs.sandbox import ExecutorPool, make_executor
 
-    executor = make_executor("bwrap")            # the default, contained executor; or "warm", "docker"
+    executor = make_executor()                   # the default: "warm" where the host allows it, else "bwrap"
     result = executor.run(script, task)          # -> ExecutionResult
     with ExecutorPool(executor, workers=2) as pool:
         results = pool.run_batch([(script, task) for script in scripts])
@@ -15,6 +15,8 @@ stays cheap.
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import TYPE_CHECKING, Any
 
 from wmrl_envs.errors import SandboxUnavailableError
@@ -36,6 +38,8 @@ __all__ = [
     "ExecutionResult",
     "ExecutionStatus",
     "Executor",
+    "DEFAULT_EXECUTOR",
+    "EXECUTOR_HELP",
     "ExecutorPool",
     "Limits",
     "RayExecutor",
@@ -55,20 +59,34 @@ _LAZY = {
     "ensure_runtime": "wmrl_envs.sandbox.runtime",
 }
 
-EXECUTOR_NAMES = ("bwrap", "warm", "unsafe-subprocess", "ray", "docker")
+EXECUTOR_NAMES = ("auto", "bwrap", "warm", "unsafe-subprocess", "ray", "docker")
+#: The executor every env, scorer, trainer and CLI uses unless told otherwise.
+DEFAULT_EXECUTOR = "auto"
+#: What a ``--executor`` option says about the choice.
+EXECUTOR_HELP = ("sandbox backend: auto (the default: warm where the host allows it, else bwrap), warm, bwrap, "
+                 "docker, ray or unsafe-subprocess")
+
+log = logging.getLogger(__name__)
 
 
-def make_executor(name: str = "bwrap", **kwargs: Any) -> Executor:
-    """Build an executor by name: ``"bwrap"`` (default), ``"warm"``, ``"unsafe-subprocess"``, ``"ray"`` or ``"docker"``.
+def make_executor(name: str = DEFAULT_EXECUTOR, **kwargs: Any) -> Executor:
+    """Build an executor by name: ``"auto"`` (default), ``"bwrap"``, ``"warm"``, ``"unsafe-subprocess"``, ``"ray"``
+    or ``"docker"``.
 
     ``"warm"`` runs each script forked from a zygote that has already imported the runtime's
-    heavy modules, as isolated as ``"bwrap"`` (see :class:`~wmrl_envs.sandbox.warm.WarmExecutor`).
+    heavy modules, as isolated as ``"bwrap"`` (see :class:`~wmrl_envs.sandbox.warm.WarmExecutor`)
+    and about 5x cheaper per typical run (``bench/results/sandbox_overhead.md``). ``"auto"`` is
+    ``"warm"`` where the host allows it (root, unprivileged nested user namespaces) and the cold
+    ``"bwrap"`` elsewhere, with one warning that says why; it takes the keyword arguments both
+    accept (``runtime``, ``work_root``, ``use_cgroups``).
     ``kwargs`` go to the executor (``runtime``, ``work_root``, ``use_cgroups``, and for bwrap
     ``tmpfs_work_dir``; for ``"ray"`` see :class:`~wmrl_envs.sandbox.ray_executor.RayExecutor`,
     which runs bwrap on the nodes of an initialised Ray cluster; ``"docker"`` takes ``runtime``,
     ``work_root`` and ``host``, see :class:`~wmrl_envs.sandbox.docker_executor.DockerExecutor`).
     Raises :class:`SandboxUnavailableError` when the backend cannot run here.
     """
+    if name == "auto":
+        return _warm_or_cold(**kwargs)
     if name == "bwrap":
         from wmrl_envs.sandbox.bwrap import BwrapExecutor
 
@@ -90,6 +108,22 @@ def make_executor(name: str = "bwrap", **kwargs: Any) -> Executor:
 
         return DockerExecutor(**kwargs)
     raise SandboxUnavailableError(f"unknown executor {name!r}; choose one of {EXECUTOR_NAMES}")
+
+
+def _warm_or_cold(**kwargs: Any) -> Executor:
+    from wmrl_envs.sandbox.bwrap import BwrapExecutor
+    from wmrl_envs.sandbox.warm import WarmExecutor
+
+    try:
+        return WarmExecutor(**kwargs)
+    except SandboxUnavailableError as why:
+        _warn_cold_once(str(why))
+        return BwrapExecutor(**kwargs)
+
+
+@functools.cache
+def _warn_cold_once(reason: str) -> None:
+    log.warning("using the cold 'bwrap' executor (each run imports its libraries again): %s", reason)
 
 
 def __getattr__(name: str) -> Any:

@@ -35,6 +35,7 @@ import numpy as np
 
 from wmrl_envs import outcome
 from wmrl_envs.errors import InvalidSubmissionError
+from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring.results import ScoredGroup, ScoreResult, bounded, tail
 from wmrl_envs.tasks.spec import Task
 from wmrl_envs.world_models.code_features import solution_family
@@ -73,7 +74,7 @@ class CodeScorer:
         world_model: A :class:`~wmrl_envs.world_models.WorldModel` or a registry name
             (built on first use, so an execution-only scorer never loads one).
         world_model_kwargs: Options for :func:`~wmrl_envs.world_models.make_world_model`.
-        executor: Sandbox backend name (``"bwrap"`` by default).
+        executor: Sandbox backend name (:data:`~wmrl_envs.sandbox.DEFAULT_EXECUTOR` by default).
         workers: Parallel executions (default: one per core).
         prove: Run the static prover first and settle proved failures without predicting or
             executing them (False: every script is predicted or executed).
@@ -82,7 +83,7 @@ class CodeScorer:
     """
 
     def __init__(self, world_model: Any = "surrogate", world_model_kwargs: dict[str, Any] | None = None,
-                 executor: str = "bwrap", workers: int | None = None, *, prove: bool = True,
+                 executor: str = DEFAULT_EXECUTOR, workers: int | None = None, *, prove: bool = True,
                  execute_proved: bool = False) -> None:
         self._world_model_spec = world_model
         self._world_model_kwargs = dict(world_model_kwargs or {})

@@ -31,6 +31,7 @@ import pandas as pd
 
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring import CodeScorer, ScoreResult
 from wmrl_envs.tasks.spec import Task, TaskSpec
 from wmrl_envs.world_models.mutations import LEGACY_MUTATIONS, OPERATORS, MutationNotApplicable, mutate
@@ -251,7 +252,7 @@ def build_corpus(
     workers: int = 2,
     wall_s: float | None = 60.0,
     loop_wall_s: float = 30.0,
-    executor: str = "bwrap",
+    executor: str = DEFAULT_EXECUTOR,
     progress: bool = True,
 ) -> BuildStats:
     """Execute every planned item that has no row yet and append one row per execution.
@@ -306,7 +307,7 @@ def build_corpus(
 
 
 def fill_outcomes(path: str | Path, tasks: Mapping[str, Task], render: Renderer, workers: int = 2,
-                  wall_s: float | None = 60.0, loop_wall_s: float = 30.0, executor: str = "bwrap") -> int:
+                  wall_s: float | None = 60.0, loop_wall_s: float = 30.0, executor: str = DEFAULT_EXECUTOR) -> int:
     """Give every row of a corpus written before :data:`OUTCOME_COLUMNS` existed its outcome.
 
     A valid run's outcome is ``valid``; any other row's script runs again, since the old

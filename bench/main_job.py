@@ -1,0 +1,134 @@
+"""The main job (``scripts/main.sh``) over several seeds, with the cold and the default executor.
+
+Each run is the whole job with set-up cached: ``bash scripts/main.sh --seed S --executor E``
+(24 WMRL steps of the grammar policy on the MLE train tasks, then avg@4 held-out evaluation of
+the untrained and the trained policy by real execution). Runs alternate between the executors
+seed by seed, so that a drift in the machine's load falls on both. Per run it records the job's
+wall time, the ledger's CPU-seconds and the held-out position scores; a run whose summary is
+already in ``bench/results/main_job/`` is skipped, so an interrupted sweep resumes.
+
+    python bench/main_job.py                          # seeds 0 1 2, executors bwrap and auto
+    python bench/main_job.py --seeds 0 --executors auto
+
+Writes ``bench/results/main_job/<executor>-s<seed>.json`` per run and ``main_job.{json,md}``:
+per executor, mean ± SE over seeds of the wall time, the CPU-seconds and the held-out scores,
+and the wall-time ratio of each seed's pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from trainers.cli import machine_info
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+RUNS = RESULTS / "main_job"
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return (values[0] if values else math.nan), math.nan
+    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
+
+
+def run_once(executor: str, seed: int) -> dict:
+    """One whole main job; its summary (what the results file keeps of it)."""
+    with tempfile.TemporaryDirectory(prefix="wmrl-main-job-") as folder:
+        out = Path(folder) / "run"
+        start = time.perf_counter()
+        proc = subprocess.run(["bash", "scripts/main.sh", "--seed", str(seed), "--executor", executor,
+                               "--output-dir", str(out)], cwd=REPO, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise SystemExit(f"main job ({executor}, seed {seed}) failed:\n{proc.stderr[-4000:]}")
+        results = json.loads((out / "results.json").read_text())
+    ledger = results["meta"]["ledger"]
+    reports = {r["policy"]: r["summary"] for r in results["reports"]}
+    untrained, trained = (next(s for p, s in reports.items() if p.startswith(prefix))
+                          for prefix in ("untrained", "trained"))
+    return {"executor": executor, "seed": seed, "job_wall_s": wall,
+            "ledger_cpu_s": sum(e["cpu_s"] for e in ledger["totals"].values()),
+            "ledger_wall_s": sum(e["wall_s"] for e in ledger["totals"].values()),
+            "heldout_untrained": untrained["score_mean"], "heldout_trained": trained["score_mean"],
+            "heldout_trained_se_over_tasks": trained["score_se"], "valid_rate": trained["valid_rate"],
+            "infra_failures": trained["infra_failures"] + untrained["infra_failures"],
+            "machine": machine_info()}
+
+
+def summarise(runs: list[dict], executors: list[str], seeds: list[int]) -> dict:
+    table = {}
+    for executor in executors:
+        mine = [r for r in runs if r["executor"] == executor]
+        table[executor] = {key: mean_se([r[key] for r in mine]) for key in
+                           ("job_wall_s", "ledger_cpu_s", "heldout_untrained", "heldout_trained")}
+        table[executor]["seeds"] = sorted(r["seed"] for r in mine)
+    pairs = {}
+    if len(executors) == 2:
+        cold, warm = executors
+        by = {(r["executor"], r["seed"]): r for r in runs}
+        common = [s for s in seeds if (cold, s) in by and (warm, s) in by]
+        ratios = [by[(cold, s)]["job_wall_s"] / by[(warm, s)]["job_wall_s"] for s in common]
+        deltas = [by[(warm, s)]["heldout_trained"] - by[(cold, s)]["heldout_trained"] for s in common]
+        pairs = {"seeds": common, "wall_ratio": mean_se(ratios), "heldout_difference": mean_se(deltas)}
+    return {"executors": table, "pairs": pairs}
+
+
+def markdown(summary: dict, runs: list[dict]) -> str:
+    fmt = lambda ms, d=3: f"{ms[0]:.{d}f} ± {ms[1]:.{d}f}" if not math.isnan(ms[1]) else f"{ms[0]:.{d}f}"  # noqa: E731
+    lines = ["### The main job, cold and default executor", "",
+             f"`scripts/main.sh` with set-up cached, {runs[0]['machine']['cores']} cores; mean ± SE over seeds. "
+             "`auto` is the default executor (warm where the host allows it).", "",
+             "| executor | seeds | job wall (min) | ledger CPU-s | held-out untrained | held-out trained |",
+             "|---|---|---:|---:|---:|---:|"]
+    for name, row in summary["executors"].items():
+        wall = tuple(v / 60 for v in row["job_wall_s"])
+        lines.append(f"| {name} | {', '.join(map(str, row['seeds']))} | {fmt(wall, 2)} | {fmt(row['ledger_cpu_s'], 0)} "
+                     f"| {fmt(row['heldout_untrained'])} | {fmt(row['heldout_trained'])} |")
+    if summary["pairs"]:
+        p = summary["pairs"]
+        lines += ["", f"Per seed (paired, seeds {p['seeds']}): cold wall / default wall = {fmt(p['wall_ratio'], 2)}x; "
+                      f"held-out trained, default − cold = {fmt(p['heldout_difference'])}."]
+    lines += ["", "| executor | seed | job wall (s) | ledger CPU-s | held-out untrained | held-out trained | commit |",
+              "|---|---:|---:|---:|---:|---:|---|"]
+    for r in sorted(runs, key=lambda r: (r["executor"], r["seed"])):
+        lines.append(f"| {r['executor']} | {r['seed']} | {r['job_wall_s']:.0f} | {r['ledger_cpu_s']:.0f} | "
+                     f"{r['heldout_untrained']:.3f} | {r['heldout_trained']:.3f} | `{r['machine']['commit'][:10]}` |")
+    lines += ["", "Rerun: `python bench/main_job.py` (skips the runs already in `bench/results/main_job/`)."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--executors", nargs="+", default=["bwrap", "auto"])
+    args = parser.parse_args()
+    RUNS.mkdir(parents=True, exist_ok=True)
+    for seed in args.seeds:
+        for executor in args.executors:
+            path = RUNS / f"{executor}-s{seed}.json"
+            if path.exists():
+                print(f"{path.name}: already there, skipped")
+                continue
+            print(f"main job, executor {executor}, seed {seed} ...", flush=True)
+            summary = run_once(executor, seed)
+            path.write_text(json.dumps(summary, indent=2) + "\n")
+            print(f"  {summary['job_wall_s']:.0f} s, held-out trained {summary['heldout_trained']:.3f}", flush=True)
+    runs = [json.loads(p.read_text()) for p in sorted(RUNS.glob("*.json"))]
+    runs = [r for r in runs if r["executor"] in args.executors]
+    summary = summarise(runs, args.executors, args.seeds)
+    (RESULTS / "main_job.json").write_text(json.dumps({"summary": summary, "runs": runs}, indent=2) + "\n")
+    (RESULTS / "main_job.md").write_text(markdown(summary, runs))
+    print(markdown(summary, runs))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
