@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent set-up for WMRL on a Debian/Ubuntu machine (CPU is enough).
-#   1. bubblewrap, the default sandbox, and docker.io (the Docker executor's engine; the tests run
-#      a private dockerd of their own), from the system's packages;
+#   1. bubblewrap, the sandbox, from the system's packages; with WMRL_SETUP_DOCKER=1 (set by
+#      scripts/test.sh) docker.io too, the Docker executor's engine, which only its tests use (they
+#      run a private dockerd of their own) and the main job never does;
 #   2. the Python environment of scripts/_env.sh: the active virtualenv, else .venv in this
 #      checkout, created once from ${PYTHON:-python3}; the system interpreter stays untouched;
 #   3. the project (editable) with its test, LLM, LIBERO and integration (TRL, OpenEnv, Ray) extras,
@@ -18,7 +19,9 @@ create_venv=""
 [ -z "${VIRTUAL_ENV:-}" ] && [ ! -x "$PY" ] && create_venv=1
 system_packages=()
 command -v bwrap >/dev/null 2>&1 || system_packages+=(bubblewrap)
-command -v dockerd >/dev/null 2>&1 || system_packages+=(docker.io)
+if [ "${WMRL_SETUP_DOCKER:-0}" = 1 ] && ! command -v dockerd >/dev/null 2>&1; then
+  system_packages+=(docker.io)
+fi
 # Debian's own python3 ships venv without its pip bootstrap.
 if [ -n "$create_venv" ] && ! "${PYTHON:-python3}" -c "import ensurepip" >/dev/null 2>&1; then
   system_packages+=(python3-venv)
@@ -28,7 +31,7 @@ if [ ${#system_packages[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   # Installing docker.io would start the system's dockerd, which rewires host networking
   # (docker0, ip_forward, the FORWARD policy); a policy-rc.d that denies starts prevents it.
-  if [ ! -e /usr/sbin/policy-rc.d ]; then
+  if [[ " ${system_packages[*]} " == *" docker.io "* ]] && [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
     $SUDO chmod +x /usr/sbin/policy-rc.d
     trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT

@@ -52,7 +52,7 @@ def private_dockerd():
     try:
         daemon = PrivateDockerd().start()
     except SandboxUnavailableError as exc:
-        pytest.fail(f"the docker tests need dockerd (scripts/setup.sh installs docker.io): {exc}")
+        pytest.fail(f"the docker tests need dockerd (`bash scripts/test.sh` installs docker.io): {exc}")
     yield daemon
     assert daemon.stop() == [], "the private dockerd changed host networking"
 

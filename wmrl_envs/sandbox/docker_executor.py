@@ -84,7 +84,7 @@ IMAGE_REPOSITORY = "wmrl-sandbox"
 RUN_PREFIX = f"{RUN_DIR_PREFIX}docker-"
 # Per-run cgroup parents live below this folder of every cgroup v1 hierarchy.
 CGROUP_PARENT = "wmrl-docker"
-INSTALL_HINT = "install it with `apt-get install docker.io` (or run `bash scripts/setup.sh`)"
+INSTALL_HINT = "install it with `apt-get install docker.io` (or run `WMRL_SETUP_DOCKER=1 bash scripts/setup.sh`)"
 START_HINT = (
     "start one (as root, `python -m wmrl_envs.sandbox.dockerd` runs a private engine and prints "
     "its DOCKER_HOST), or point DOCKER_HOST or make_executor('docker', host=...) at a running one"

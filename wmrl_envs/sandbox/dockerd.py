@@ -38,7 +38,7 @@ from wmrl_envs.errors import SandboxUnavailableError
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "install it with `apt-get install docker.io` (or run `bash scripts/setup.sh`)"
+INSTALL_HINT = "install it with `apt-get install docker.io` (or run `WMRL_SETUP_DOCKER=1 bash scripts/setup.sh`)"
 # sockaddr_un holds 108 bytes including the terminating NUL.
 _MAX_SOCKET_PATH = 107
 _STOP_TIMEOUT_S = 20.0
