@@ -5,6 +5,12 @@ Every env gets its own ``Calibrator`` so tests never share the process-wide one.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
@@ -15,6 +21,7 @@ from wmrl_envs.calibration import Calibrator
 from wmrl_envs.tasks import list_tasks
 from wmrl_envs.scoring import HashSchedule
 
+REPO = Path(__file__).resolve().parents[2]
 ANCHOR_FRACTION = 0.5
 SEED = 0
 # Two members per group: a weak and a strong solution.
@@ -130,3 +137,15 @@ def test_a_second_turn_repairs_the_error_the_first_turn_reported(train_task, rew
         assert info["stream"] == "world_model" and not info["executed"] and info["feedback_predicted"]
         assert "predicted valid, estimated score" in obs
     env.close()
+
+
+# ----------------------------------------------------------------------------- the README's quickstart
+def test_the_readme_quickstart_runs_and_meets_both_streams():
+    # The README quotes docs/examples/quickstart.py (test_readme_examples keeps the excerpt in
+    # step); run it as a user would, with this checkout first on the path.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(REPO / "docs" / "examples" / "quickstart.py")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["streams"] == {"world_model": 15, "anchor": 1}  # group 15 is the README's anchor
