@@ -26,6 +26,18 @@ per corruption (``stress_<corruption>.png``).
     python bench/stress.py                   # 300 runs: every corruption, mode and advantage
     python bench/stress.py --corruptions noise --modes real wmrl --advantages std \
         --sweep anchor_fraction=0.2 fusion_w_max=8 c_rule=inverse_eta2   # sensitivity of one setting at a time
+    python bench/stress.py --corrections --corruptions none noise:0.1 \
+        --sweep fusion_rule=sampling fusion_rule=paper fusion_rule=none preset=paper   # screen the anchor-weight rules
+
+The ``corrections`` grid (issue 28) trains 12 steps with at least 2 anchor groups a step, so a
+run collects 112 anchor pairs (2 warmup steps at half anchors, then 2 of 8 groups), on the
+clean surrogate and the (a) saturate 4, (c) family bias 0.5, (d) swap 0.3 and (f) noise 0.1
+rows. A candidate is a sweep variant: ``fusion_rule=<rule>`` (mode ``wmrl-<rule>``; plain
+``wmrl`` is the default rule) or ``preset=paper`` (mode ``wmrl-paper-preset``: the reference
+release's corrections, :data:`trainers.wmrl_config.PRESETS`, inside the grid's batch shape).
+Its per-run summaries (curve, final score, anchor pairs, w_A trace) are written to
+``bench/results/stress_runs/corrections/`` so that a grid resumes on another machine and can
+be audited; the execution memo stays under ``runs/``.
 
 Both presets train 8 steps of 8 groups x 4 rollouts on 12 fast train tasks (learning rate
 0.03) and evaluate avg@4 on 6 fast held-out tasks at steps 0, 4 and 8.
@@ -60,6 +72,8 @@ from trainers.families import get_family
 from trainers.policies import make_policy, policy_responder
 from trainers.wmrl import WMRLTrainer, make_core
 from trainers.wmrl_config import ADVANTAGES, MODES, WMRLConfig
+from trainers.wmrl_config import PRESETS as CONFIG_PRESETS
+from wmrl_envs.scoring.fusion import ANCHOR_WEIGHT_RULES
 from wmrl_envs.scoring import CodeScorer, extract_code
 from wmrl_envs.world_models import make_world_model
 from wmrl_envs.world_models.corrupted import (
@@ -93,14 +107,20 @@ PRESETS: dict[str, dict[str, Any]] = {
     "full": {"corruptions": ["none", *DEFAULT_STRENGTHS], "modes": list(MODES), "advantages": list(ADVANTAGES),
              **SCALE},
 }
-#: What a sweep (``--sweep``) may vary in the wmrl mode: a flat WMRLConfig field, or ``c_rule``
+# The corrections grid (issue 28): runs long enough for >= 100 anchor pairs, at least two anchor
+# groups a step as the reference release anchors; every row the issue names, std advantages.
+PRESETS["corrections"] = {**SCALE, "steps": 12, "min_anchor_groups": 2, "adaptive": ["off"],
+                          "corruptions": ["none", "saturate:4", "family_bias:0.5", "swap:0.3", "noise:0.1"],
+                          "modes": ["real", "world_model", "wmrl"], "advantages": ["std"]}
+#: What a sweep (``--sweep``) may vary in the wmrl mode: a flat WMRLConfig field, ``c_rule``
 #: (``measured``: the trainer's warmup measurement, the default; ``inverse_eta2``: c = 1/η̂² at
-#: the first residual, the paper's default).
-SWEEPABLE = ("anchor_fraction", "fusion_w_max", "c_rule")
+#: the first residual), or ``preset`` (a :data:`trainers.wmrl_config.PRESETS` entry, keeping the
+#: grid's batch shape and warmup so that every mode of a row trains on the same batches).
+SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "c_rule", "preset")
 # Settings every run of one --runs folder must share: a resumed run with others is refused.
 RUN_SETTINGS = ("steps", "warmup_steps", "tasks_per_step", "group_size", "learning_rate", "eval_every", "eval_k",
                 "eval_tasks",
-                "train_tasks", "eta2_bound", "pair_window")
+                "train_tasks", "eta2_bound", "pair_window", "min_anchor_groups")
 MEMO_NOTE = ("Executions are memoized by (task, script sha256) across all runs; every reuse is charged the measured "
              "cost of its first run, in every mode alike.")
 
@@ -192,7 +212,22 @@ class RunKey:
         if not self.variant:
             return {}
         name, _, value = self.variant.partition("=")
-        return {} if name == "c_rule" else {name: float(value)}
+        if name == "c_rule":
+            return {}
+        if name == "preset":
+            return {k: v for k, v in CONFIG_PRESETS[value].items() if k not in GRID_SHAPE}
+        return {name: value if name == "fusion_rule" else float(value)}
+
+
+def mode_label(mode: str, variant: str) -> str:
+    """The mode as tables name it: ``wmrl-<rule>`` for a rule, ``wmrl-paper-preset`` for the preset,
+    else the mode and its variant."""
+    name, _, value = variant.partition("=")
+    if name == "fusion_rule":
+        return f"{mode}-{value}"
+    if name == "preset":
+        return f"{mode}-{value}-preset"
+    return mode + (f" ({variant})" if variant else "")
 
 
 def world_model_of(key: RunKey, base) -> Any:
@@ -214,13 +249,15 @@ def heldout_score(policy, tasks, k: int, seed: int, scorer: MemoScorer) -> tuple
 
 
 def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, eval_tasks) -> dict[str, Any]:
-    config = WMRLConfig.from_flat(
+    settings = dict(
         mode=key.mode, steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
         learning_rate=args.learning_rate,
         warmup_steps=args.warmup_steps, seed=key.seed, advantage=key.advantage, adaptive_anchors=key.adaptive,
         eta2_bound=args.eta2_bound if key.adaptive else None, calibration_pair_window=args.pair_window,
-        task_ids=args.train_tasks, workers=args.workers, output_dir=str(args.runs / key.name),
-        checkpoint_every=0, tensorboard=False, **key.overrides())
+        min_anchor_groups=args.min_anchor_groups if key.mode.startswith("wmrl") else 1,
+        task_ids=args.train_tasks, workers=args.workers, output_dir=str(args.memo_dir / key.name),
+        checkpoint_every=0, tensorboard=False)
+    config = WMRLConfig.from_flat(**{**settings, **key.overrides()})
     world_model = world_model_of(key, base)
     core = make_core(config)
     if key.variant == "c_rule=inverse_eta2":
@@ -255,8 +292,20 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
             "anchor_fractions": [h.get("anchors/fraction") for h in history],
             "anchor_reasons": [h.get("anchors/reason") for h in history],
             "fusion_c": trainer.c, "w_anchor": [h.get("fusion/w_anchor") for h in history],
+            "fusion_rule": config.fusion.rule,
+            "anchor_pairs": _anchor_pairs(core),
             "eta2": [h.get("calibration/eta2") for h in history],
             "executions_run": core.scorer.ran, "executions_reused": core.scorer.reused}
+
+
+#: Settings a preset variant leaves to the grid: every mode of a row trains on the same batches.
+GRID_SHAPE = ("tasks_per_step", "group_size", "warmup_steps")
+
+
+def _anchor_pairs(core) -> list[list[float]]:
+    """The run's anchor pairs, (world-model score, real score), in the order they came."""
+    state = core.calibrator.state_dict()
+    return [[round(float(w), 6), round(float(r), 6)] for w, r in zip(state["wm_scores"], state["real_scores"])]
 
 
 def run_keys(args: argparse.Namespace) -> list[RunKey]:
@@ -338,7 +387,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
             to_target = "—" if r["compute_to_target_cpu_s"] is None else f"{r['compute_to_target_cpu_s']:.0f}"
             speedup = "—" if r["speedup_vs_real"] is None else f"{r['speedup_vs_real']:.1f}x"
             flagged = ", ".join("—" if f is None else f"{f:.0f}" for f in r["audit_flagged_at_pairs_by_seed"])
-            mode = r["mode"] + (f" ({r['variant']})" if r["variant"] else "")
+            mode = mode_label(r["mode"], r["variant"])
             lines.append(f"| `{mode}` | {r['advantage']} | {'on' if r['adaptive'] else 'off'} | "
                          f"{r['heldout_mean']:.3f} ± {r['heldout_se']:.3f} | {r['compute_cpu_s']:.0f} | {to_target} | "
                          f"{speedup} | {flagged if r['mode'].startswith('wmrl') else ''} | "
@@ -349,8 +398,9 @@ def markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: list[dict], out: Path) -> list[Path]:
-    """One PNG per corruption: held-out score against training compute, one panel per advantage."""
+def plot(rows: list[dict], out: Path, name: str = "stress") -> list[Path]:
+    """One PNG per corruption (``<name>_<corruption>.png``): held-out score against training compute,
+    one panel per advantage; the candidates of a rule sweep (``fusion_rule``, ``preset``) are curves too."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -363,14 +413,14 @@ def plot(rows: list[dict], out: Path) -> list[Path]:
         fig, axes = plt.subplots(1, len(advantages), figsize=(6 * len(advantages), 4.5), squeeze=False)
         for ax, advantage in zip(axes[0], advantages):
             for r in (r for r in subset if r["advantage"] == advantage):
-                if r["variant"]:
-                    continue  # sweeps are in the tables; the curves compare the modes
-                draw_curve(ax, r["curve"], f"{r['mode']}{' adaptive' if r['adaptive'] else ''}")
+                if r["variant"] and not r["variant"].startswith(("fusion_rule=", "preset=")):
+                    continue  # one-setting sweeps are in the tables; the curves compare the modes
+                draw_curve(ax, r["curve"], f"{mode_label(r['mode'], r['variant'])}{' adaptive' if r['adaptive'] else ''}")
             ax.set(title=f"{corruption}, {advantage} advantages", xlabel="training compute (CPU-s)",
                    ylabel="held-out score (avg@k)")
             ax.legend(fontsize=8)
         fig.tight_layout()
-        path = out / f"stress_{corruption}.png"
+        path = out / f"{name}_{corruption}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
@@ -387,13 +437,16 @@ def parse_corruption(text: str) -> tuple[str, float | None]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="the quick preset (default: the full grid)")
+    grid = parser.add_mutually_exclusive_group()
+    grid.add_argument("--quick", action="store_true", help="the quick preset (default: the full grid)")
+    grid.add_argument("--corrections", action="store_true",
+                      help="the corrections grid (12 steps, >= 2 anchor groups a step, 5 rows; issue 28)")
     parser.add_argument("--report", action="store_true",
                         help="run nothing: summarise every finished run in --runs (after several partial grids)")
     parser.add_argument("--corruptions", nargs="+", help="kind[:strength] or none (preset)")
     parser.add_argument("--modes", nargs="+", choices=MODES, help="(preset)")
-    parser.add_argument("--adaptive", nargs="+", default=["off", "on"], choices=("off", "on"),
-                        help="adaptive anchoring settings of the wmrl modes")
+    parser.add_argument("--adaptive", nargs="+", choices=("off", "on"),
+                        help="adaptive anchoring settings of the wmrl modes (default: both; corrections: off)")
     parser.add_argument("--advantages", nargs="+", choices=ADVANTAGES, help="(preset)")
     parser.add_argument("--sweep", nargs="+", default=[], metavar="NAME=VALUE",
                         help=f"extra wmrl runs (adaptive off) with one setting changed; NAME in {SWEEPABLE}")
@@ -411,16 +464,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # only a world model clearly worse than that fails a step on eta2 alone.
     parser.add_argument("--eta2-bound", type=float, default=0.08, help="adaptive runs: the eta2 bound")
     parser.add_argument("--pair-window", type=int, default=None, help="calibrator forgetting window (default: off)")
+    parser.add_argument("--min-anchor-groups", type=int,
+                        help="the wmrl modes' fewest anchor groups a step (preset; default 1, corrections 2)")
     parser.add_argument("--workers", type=int, default=None, help="parallel executions (default: one per core)")
-    parser.add_argument("--runs", type=Path, help="per-run results and the memo (default: runs/stress/<preset>)")
+    parser.add_argument("--runs", type=Path, help="per-run results (default: runs/stress/<preset>; corrections: "
+                                                  "bench/results/stress_runs/corrections, committed)")
+    parser.add_argument("--memo-dir", type=Path, help="the execution memo and run folders (default: runs/stress/<preset>)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--name", help="results file name (default: stress; corrections: stress_corrections)")
     args = parser.parse_args(argv)
-    for name, value in PRESETS["quick" if args.quick else "full"].items():
+    args.preset = "quick" if args.quick else "corrections" if args.corrections else "full"
+    for name, value in {"adaptive": ["off", "on"], "min_anchor_groups": 1, **PRESETS[args.preset]}.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    args.preset = "quick" if args.quick else "full"
+    if args.name is None:
+        args.name = "stress_corrections" if args.corrections else "stress"
+    if args.memo_dir is None:
+        args.memo_dir = ROOT / "runs" / "stress" / args.preset
     if args.runs is None:
-        args.runs = ROOT / "runs" / "stress" / args.preset
+        args.runs = ROOT / "bench" / "results" / "stress_runs" / args.preset if args.corrections else args.memo_dir
     args.corruptions = [parse_corruption(c) for c in args.corruptions]
     args.adaptive = [a == "on" for a in args.adaptive]
     for variant in args.sweep:
@@ -429,6 +491,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--sweep takes NAME=VALUE with NAME in {SWEEPABLE}, got {variant!r}")
         if name == "c_rule" and value not in ("measured", "inverse_eta2"):
             parser.error(f"c_rule is 'measured' or 'inverse_eta2', got {value!r}")
+        if name == "fusion_rule" and value not in ANCHOR_WEIGHT_RULES:
+            parser.error(f"fusion_rule is one of {ANCHOR_WEIGHT_RULES}, got {value!r}")
+        if name == "preset" and value not in CONFIG_PRESETS:
+            parser.error(f"preset is one of {sorted(CONFIG_PRESETS)}, got {value!r}")
     return args
 
 
@@ -462,14 +528,15 @@ def run_or_load(key: RunKey, args: argparse.Namespace, settings: dict[str, Any],
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     args.runs.mkdir(parents=True, exist_ok=True)
+    args.memo_dir.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     eval_tasks = select_tasks(ENV_ID, SUITE, "heldout", args.eval_tasks)
-    memo = ExecutionMemo(args.runs / "memo.jsonl")
+    memo = ExecutionMemo(args.memo_dir / "memo.jsonl")
     base = make_world_model("surrogate")
     base.predict(eval_tasks[:1], ["print(0)"])  # loads the encoder now, so no run is charged for it
     settings = {name: getattr(args, name) for name in RUN_SETTINGS}
     if args.report:
-        results = finished_runs(args.runs, settings)
+        results = [r for r in finished_runs(args.runs, settings) if r["key"]["mode"] in args.modes]
         args.corruptions = list(dict.fromkeys((r["key"]["corruption"], r["key"]["strength"]) for r in results
                                               if r["key"]["corruption"] != "any"))
         args.advantages = list(dict.fromkeys(r["key"]["advantage"] for r in results))
@@ -480,12 +547,12 @@ def main(argv: list[str] | None = None) -> None:
             "heldout_se": "SE over seeds (over tasks when one seed)",
             "real_runs": "shared by every corruption (real execution reads no world model)",
             "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
-    (args.out / "stress.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     md = "### WMRL when the world model is wrong (stress protocol)\n\n" + markdown(rows, meta)
-    (args.out / "stress.md").write_text(md)
-    plots = plot(rows, args.out)
+    (args.out / f"{args.name}.md").write_text(md)
+    plots = plot(rows, args.out, args.name)
     print(md)
-    print("wrote", args.out / "stress.json", args.out / "stress.md", *plots)
+    print("wrote", args.out / f"{args.name}.json", args.out / f"{args.name}.md", *plots)
 
 
 if __name__ == "__main__":

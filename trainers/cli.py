@@ -165,7 +165,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
+    """The ``wmrl`` parser; ``preset`` names a :data:`~trainers.wmrl_config.PRESETS` entry whose
+    settings become ``wmrl train``'s defaults, so explicit flags still override them."""
     parser = argparse.ArgumentParser(prog="wmrl", description="WMRL: world-model RL for research agents")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -175,8 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_tasks_parser(sub)
     add_grade_parser(sub)
 
+    from trainers.wmrl_config import PRESETS
+
     tr = sub.add_parser("train", help="post-train a policy with WMRL or a baseline mode")
     add_config_args(tr)
+    tr.add_argument("--preset", choices=sorted(PRESETS), default=preset,
+                    help="start from a named set of settings, e.g. paper: the reference release's corrections "
+                         "(docs/robustness.md lists what differs); explicit flags override it")
+    if preset is not None:
+        tr.set_defaults(**PRESETS[preset])
     tr.add_argument("--env", dest="env_id", default="wmrl/MLEDojo-v0", help="environment id (default: %(default)s)")
     tr.add_argument("--resume", action="store_true", help="continue from the run folder's checkpoint")
     tr.add_argument("--eval-k", type=int, default=4, help="held-out samples per task after training; 0 skips")
@@ -235,7 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from trainers.wmrl_config import PRESETS
+
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--preset", choices=sorted(PRESETS))
+    known, _ = first.parse_known_args(sys.argv[1:] if argv is None else argv)
+    args = build_parser(known.preset).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except WMRLError as exc:  # user-facing errors: one clear line, no traceback

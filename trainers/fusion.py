@@ -55,6 +55,31 @@ from the calibrated score ``r + e``; calibration removes the bias, so ``E[e] = 0
    divided by the total weight over N, so the step size does not depend on the anchor share:
    an all-anchor or all-world-model batch gets weights of exactly 1, i.e. plain GRPO.
 
+6. Groups, not samples (the ``sampling`` rule). Steps 1-2 treat samples as independent. In
+   GRPO they are not: the G samples of a group share a task and a prompt. Write a sample's
+   gradient as ``g = μ + b_k + ε`` with a group part ``b_k`` (variance ``V_b``: which task,
+   which prompt) and a within-group part ``ε`` (``V_w``), and a world-model sample's error
+   as ``d = a_k + δ`` (``V_a``, ``V_δ``). A stream of m groups of G samples has a mean of
+   variance ``(G·V_b + V_w)/(mG)`` (anchors) and ``(G·V_b + V_w + G·V_a + V_δ)/(mG)`` (world
+   model), and inverse-variance weighting of the two stream means gives per-sample weight
+
+       w_A = 1 + (G·V_a + V_δ) / (G·V_b + V_w)
+
+   With one anchor group in eight, ``G·V_b`` is the anchor stream's own sampling variance.
+   When it dominates, the weight falls towards 1, however large the world model's error: the
+   few anchor groups are no better an estimate of the batch's gradient than the many noisy
+   ones. With ``V_b = V_a = 0`` it is step 2's ``1 + V_e/V``. :func:`grouped_stream_variances`
+   estimates both sums from the warmup anchors' group means (``G·Var(group mean)`` estimates
+   ``G·V_b + V_w``; ``G·mean‖group-mean error‖²`` estimates ``G·V_a + V_δ``, and a bias left
+   by calibration counts against the world model too), and :func:`estimate_c` turns the ratio
+   into the slope of ``1 + c·η̂²_t``, as in step 3.
+
+7. The reference release's rule (``paper``) uses no gradients: an EMA of each anchor group's
+   centred calibrated-vs-real disagreement over the group's real-score variance, ``c`` fixed
+   after 32 anchor groups so that the weight is 2 then
+   (:class:`wmrl_envs.scoring.fusion.DisagreementTracker`). Normalising by the group's real
+   variance is step 1's ``κ = 1/σ²_r``; fixing the weight at 2 is step 3's ``ratio = 2``.
+
 Log ``fusion/w_anchor``, ``calibration/eta2`` and the warmup ratio (``fusion/warmup_ratio``).
 """
 
@@ -96,6 +121,29 @@ def stream_variances(real_grads: torch.Tensor, wm_grads: torch.Tensor) -> tuple[
     v_a = per_sample_grad_variance(real_grads)
     err = (wm_grads.double() - real_grads.double()).pow(2).sum(dim=1).mean().item()
     return v_a, v_a + float(err)
+
+
+def grouped_stream_variances(real_grads: torch.Tensor, wm_grads: torch.Tensor,
+                             groups: list) -> tuple[float, float]:
+    """Per-sample-equivalent variances of the two streams' means, groups as the units (step 6).
+
+    ``real_grads``/``wm_grads`` as in :func:`stream_variances`, ``groups[i]`` the group of row i
+    (at least two groups). Returns ``(G·Var(group mean of g), that + G·mean‖group mean of
+    g̃ − g‖²)`` with G the mean group size, so that their ratio is step 6's weight.
+    """
+    if real_grads.shape != wm_grads.shape or real_grads.dim() != 2 or len(groups) != real_grads.shape[0]:
+        raise ValueError(f"need two [N, P] gradient arrays of one shape and N group labels, got "
+                         f"{tuple(real_grads.shape)}, {tuple(wm_grads.shape)} and {len(groups)} labels")
+    labels = sorted(set(groups), key=str)
+    if len(labels) < 2:
+        raise ValueError("grouped variances need anchor rollouts of at least two groups")
+    real, error = real_grads.detach().double(), (wm_grads.detach().double() - real_grads.detach().double())
+    members = [torch.as_tensor([i for i, g in enumerate(groups) if g == label]) for label in labels]
+    size = real.shape[0] / len(labels)
+    real_means = torch.stack([real[m].mean(dim=0) for m in members])
+    error_means = torch.stack([error[m].mean(dim=0) for m in members])
+    v_anchor = size * float((real_means - real_means.mean(dim=0)).square().sum() / (len(labels) - 1))
+    return v_anchor, v_anchor + size * float(error_means.square().sum(dim=1).mean())
 
 
 def estimate_c(anchor_grad_var: float, wm_grad_var: float, eta2_cal: float) -> float:

@@ -13,14 +13,16 @@ One step, top to bottom (:meth:`WMRLTrainer.train_step`):
    then reads the calibrator's audit and η̂² and sets the next step's anchor share
    (``anchors/fraction``, ``anchors/reason``; it moves only with ``adaptive_anchors``).
 4. **Advantages.** Group-relative, within each group (all members share a stream).
-5. **Denoise and update.** Anchor samples get the inverse-variance weight
-   ``w_A = clip(1 + c * eta2, 1, w_max)``, world-model samples 1, normalised to mean 1; the
+5. **Denoise and update.** Anchor samples get the weight ``w_A`` of the configured rule
+   (:mod:`wmrl_envs.scoring.fusion`), world-model samples 1, normalised to mean 1; the
    clipped surrogate loss takes an optimiser step.
 6. **Account.** The compute ledger records generation, world-model, execution and update time.
 
-Warmup (the first ``warmup_steps`` steps, with more anchors) measures the fusion constant c:
-it compares per-sample gradient variances of the same anchor rollouts under real and under
-calibrated world-model advantages (see :mod:`trainers.fusion`). When every warmup anchor group
+Warmup (the first ``warmup_steps`` steps, with more anchors) measures the fusion constant c of
+the ``eta2`` and ``sampling`` anchor-weight rules: it compares gradient variances of the same
+anchor rollouts under real and under calibrated world-model advantages, per sample (``eta2``)
+or per group (``sampling``; see :mod:`trainers.fusion`). The ``paper`` rule fixes its own c
+after ``calibrate_after`` anchor groups, in the scoring core. When every warmup anchor group
 tied on its real reward (sparse success), the measurement waits for the next anchors, with
 anchor weight 1 until then.
 
@@ -109,9 +111,10 @@ class WMRLTrainer:
         rollouts, rewards, is_anchor, metrics = self._rewards(outcomes)
         if cfg.uses_anchors and isinstance(self.core.schedule, StepSchedule):
             metrics.update(self._adapt_anchors(step))
-        if cfg.uses_anchors and self.c is None:  # warmup, or warmup extended until anchors carry signal
+        measuring = cfg.measures_fusion_constant and self.c is None  # warmup, or extended until anchors carry signal
+        if measuring:
             self._remember_warmup([o for o in outcomes if o.stream == "anchor"])
-        if cfg.uses_anchors and self.c is None and step + 1 >= cfg.schedule.warmup_steps:
+        if measuring and step + 1 >= cfg.schedule.warmup_steps:
             self._measure_fusion_constant()
             metrics.update(self.warmup)
 
@@ -206,7 +209,11 @@ class WMRLTrainer:
         adv_real = grpo.group_advantages(real, groups, mode=advantage)
         adv_wm = grpo.group_advantages(calibrated, groups, mode=advantage)
         score_grads = _per_sample_score_grads(self.policy, rollouts)
-        var_anchor, var_wm = fusion.stream_variances(adv_real[:, None] * score_grads, adv_wm[:, None] * score_grads)
+        real_grads, wm_grads = adv_real[:, None] * score_grads, adv_wm[:, None] * score_grads
+        if self.config.fusion.rule == "sampling" and len(set(groups)) >= 2:
+            var_anchor, var_wm = fusion.grouped_stream_variances(real_grads, wm_grads, groups)
+        else:  # eta2, or a single warmup group: per-sample variances
+            var_anchor, var_wm = fusion.stream_variances(real_grads, wm_grads)
         if var_anchor == 0:
             # Every anchor group tied on its real reward (sparse success: all failed, or all
             # succeeded), so there is nothing to compare the world-model stream with. Keep the
@@ -321,7 +328,8 @@ def make_core(config: WMRLConfig) -> ScoringCore:
     if config.uses_anchors:
         schedule = StepSchedule(sched.tasks_per_step, sched.anchor_fraction, config.seed, sched.warmup_steps,
                                 sched.warmup_anchor_fraction, adaptive=sched.adaptive_anchors,
-                                eta2_bound=sched.eta2_bound, max_anchor_fraction=sched.max_anchor_fraction)
+                                eta2_bound=sched.eta2_bound, max_anchor_fraction=sched.max_anchor_fraction,
+                                min_anchor_groups=sched.min_anchor_groups)
     else:
         schedule = ConstantSchedule(config.mode)
     make_scorer = get_family(config.family.env_id).make_scorer

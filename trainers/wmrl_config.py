@@ -25,7 +25,7 @@ from wmrl_envs.calibration import CalibratorConfig
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
 from wmrl_envs.scoring import FusionConfig
-from wmrl_envs.scoring.schedule import check_adaptation
+from wmrl_envs.scoring.schedule import check_adaptation, check_min_anchor_groups
 
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
 ADVANTAGES = ("std", "mean")
@@ -106,6 +106,7 @@ class ScheduleConfig:
                 "default: only the audit fails a step"})
     max_anchor_fraction: float = field(default=1.0, metadata={
         "help": "adaptive anchoring: the highest anchor share (1.0: every group executed)"})
+    min_anchor_groups: int = field(default=1, metadata={"help": "the fewest anchor groups of a step"})
 
     def __post_init__(self) -> None:
         if self.tasks_per_step < 1:
@@ -118,6 +119,7 @@ class ScheduleConfig:
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be in (0, 1], got {getattr(self, name)}")
         check_adaptation(self.anchor_fraction, self.eta2_bound, self.max_anchor_fraction)
+        check_min_anchor_groups(self.min_anchor_groups, self.tasks_per_step)
 
 
 @dataclass
@@ -185,14 +187,21 @@ class WMRLConfig:
             raise ConfigError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         if self.uses_anchors and self.schedule.warmup_steps >= self.steps:
             raise ConfigError(f"warmup_steps must be in [0, steps), got {self.schedule.warmup_steps}")
-        if self.uses_anchors and self.fusion.c is None and self.schedule.warmup_steps == 0:
-            raise ConfigError("wmrl modes measure c in warmup: set warmup_steps >= 1 or give fusion_c")
+        if self.measures_fusion_constant and self.schedule.warmup_steps == 0:
+            raise ConfigError(f"the {self.fusion.rule!r} anchor-weight rule measures c in warmup: set "
+                              "warmup_steps >= 1 or give fusion_c")
         if self.schedule.adaptive_anchors and not self.uses_anchors:
             raise ConfigError(f"adaptive anchoring needs a wmrl mode; mode {self.mode!r} has no anchors")
 
     @property
     def uses_anchors(self) -> bool:
         return self.mode.startswith("wmrl")
+
+    @property
+    def measures_fusion_constant(self) -> bool:
+        """Whether warmup measures ``c`` from gradients (the ``eta2`` and ``sampling`` rules, no ``c`` given)."""
+        return (self.uses_anchors and self.denoise and self.fusion.c is None
+                and self.fusion.rule in ("eta2", "sampling"))
 
     @property
     def debias(self) -> bool:
@@ -237,6 +246,33 @@ class WMRLConfig:
         built = {name: dataclasses.replace(_default(name), **kw) for name, kw in grouped.items()}
         return cls(**top, **built)
 
+
+#: Named sets of flat settings (``wmrl train --preset NAME``; explicit flags still win).
+#: ``paper``: the reference release's corrections (``ml_research/configs/wmrl_4b.yaml`` and
+#: ``wmrl/denoise.py`` of ``xiyuanyang45/WMRL``): 8 groups of 8 per step, 2 of them anchors; the
+#: calibrator stays at the identity until 200 pairs and reads the last 5,000; the anchor weight
+#: follows the within-group disagreement (EMA half-life 64 anchor groups, ``c`` fixed after 32
+#: so that the weight is 2, cap 4), so no gradient warmup. What it cannot reproduce is in
+#: :data:`PRESET_DEVIATIONS`.
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"tasks_per_step": 8, "group_size": 8, "anchor_fraction": 0.25, "min_anchor_groups": 2,
+              "warmup_steps": 0, "calibration_min_pairs_global": 200, "calibration_pair_window": 5000,
+              "fusion_rule": "paper", "fusion_w_max": 4.0, "fusion_target_weight": 2.0,
+              "fusion_half_life": 64.0, "fusion_calibrate_after": 32},
+}
+#: What a preset leaves different from its source, and why.
+PRESET_DEVIATIONS: dict[str, tuple[str, ...]] = {
+    "paper": (
+        "the calibrator refits on every anchor batch, not every 64 pairs, and fits isotonic regression on "
+        "the pairs themselves (centred), not on 10 bins",
+        "pairs older than the last 5,000 stay in the state (a reload applies the same window) instead of "
+        "being dropped",
+        "one turn per episode (the release's agent takes up to 4), synchronous rollouts (no staleness)",
+        "the optimiser (learning rate 1e-6, KL 0.04, entropy 0.002 for a 4B model) is not ported: the "
+        "policy here is the grammar policy or a small model",
+        "the world model is this suite's surrogate, not the agent's own 4B backbone",
+    ),
+}
 
 #: The groups of :class:`WMRLConfig` and their types.
 GROUPS: dict[str, type] = {"family": FamilyConfig, "schedule": ScheduleConfig, "loss": LossConfig,

@@ -191,3 +191,119 @@ def test_stream_variances_see_world_model_noise_under_std_normalised_advantages(
         ratios.append(v_w / v_a)
     assert ratios[0] == pytest.approx(1.0)
     assert ratios[0] < ratios[1] < ratios[2]
+
+
+# -- the anchor-weight rules ----------------------------------------------------------------------------
+# Synthetic GRPO batches: K groups of G samples, gradients g = mu + b_k + eps (group part V_b,
+# within-group part V_w) and a world-model error d = a_k + delta (V_a, V_delta).
+G, V_B, V_W, V_A, V_DELTA = 4, 0.6, 0.4, 0.05, 0.3
+
+
+def _grouped_batch(groups: int, dims: int, seed: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    gen = torch.Generator().manual_seed(seed)
+    rand = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
+    per_dim = lambda v: math.sqrt(v / dims)  # noqa: E731  (total variance v over the dims)
+    labels = [k for k in range(groups) for _ in range(G)]
+    own = torch.as_tensor(labels)
+    real = MU + per_dim(V_B) * rand(groups, dims)[own] + per_dim(V_W) * rand(groups * G, dims)
+    error = per_dim(V_A) * rand(groups, dims)[own] + per_dim(V_DELTA) * rand(groups * G, dims)
+    return real, real + error, labels
+
+
+def test_grouped_variances_recover_the_group_level_weight_and_stay_below_the_per_sample_one() -> None:
+    from trainers.fusion import grouped_stream_variances, stream_variances
+
+    real, wm, labels = _grouped_batch(groups=4000, dims=8, seed=1)
+    v_anchor, v_wm = grouped_stream_variances(real, wm, labels)
+    assert v_anchor == pytest.approx(G * V_B + V_W, rel=0.05)
+    assert v_wm / v_anchor == pytest.approx(1 + (G * V_A + V_DELTA) / (G * V_B + V_W), rel=0.03)
+    per_sample = stream_variances(real, wm)
+    assert per_sample[1] / per_sample[0] == pytest.approx(1 + (V_A + V_DELTA) / (V_B + V_W), rel=0.05)
+    assert v_wm / v_anchor < per_sample[1] / per_sample[0]  # the anchor stream's sampling variance counts
+    with pytest.raises(ValueError, match="two groups"):
+        grouped_stream_variances(real[:G], wm[:G], labels[:G])
+
+
+def test_the_group_level_weight_minimises_the_fused_means_variance_where_the_per_sample_one_does_not() -> None:
+    """One anchor group and seven world-model groups per batch, scalar gradients: the variance of
+    the fused mean over many batches is smallest at step 6's weight, not at step 2's."""
+    gen = np.random.default_rng(0)
+    reps, m_anchor, m_wm = 40_000, 1, 7
+
+    def stream(groups: int, noisy: bool) -> np.ndarray:
+        shape = (reps, groups)
+        x = math.sqrt(V_B) * gen.standard_normal(shape)[..., None] + math.sqrt(V_W) * gen.standard_normal((*shape, G))
+        if noisy:
+            x = x + math.sqrt(V_A) * gen.standard_normal(shape)[..., None] + math.sqrt(V_DELTA) * gen.standard_normal((*shape, G))
+        return x.reshape(reps, -1)
+
+    anchors, wms = stream(m_anchor, False), stream(m_wm, True)
+
+    def fused_variance(w: float) -> float:
+        total = w * anchors.sum(axis=1) + wms.sum(axis=1)
+        return float(np.var(total / (w * anchors.shape[1] + wms.shape[1])))
+
+    grouped = 1 + (G * V_A + V_DELTA) / (G * V_B + V_W)
+    per_sample = 1 + (V_A + V_DELTA) / (V_B + V_W)
+    grid = np.linspace(1.0, 3.0, 41)
+    best = grid[int(np.argmin([fused_variance(w) for w in grid]))]
+    assert abs(best - grouped) <= 0.15 < abs(best - per_sample)
+    assert fused_variance(grouped) < fused_variance(per_sample)
+
+
+def test_group_disagreement_is_the_centred_gap_over_the_real_variance() -> None:
+    from wmrl_envs.scoring.fusion import group_disagreement
+
+    real = np.array([0.0, 1.0, 0.0, 1.0])  # variance 0.25
+    assert group_disagreement(real + np.array([0.1, -0.1, 0.1, -0.1]), real) == pytest.approx(0.01 / 0.25)
+    assert group_disagreement(real + 0.3, real) == pytest.approx(0.0)  # a shift GRPO cannot see
+    assert group_disagreement(np.array([0.2, 0.5, 0.9]), np.full(3, 0.4)) is None  # no ranking to disagree with
+    assert group_disagreement(np.array([0.2, np.nan, 1.2]), np.array([0.0, 0.5, 1.0])) == pytest.approx(0.0)  # NaN dropped
+
+
+def test_the_paper_rule_fixes_c_at_the_target_weight_then_tracks_the_disagreement() -> None:
+    from wmrl_envs.scoring.fusion import DisagreementTracker
+
+    tracker = DisagreementTracker(FusionConfig(rule="paper"))
+    real = np.array([0.0, 1.0, 0.0, 1.0])
+    gap = lambda a: real + np.array([a, -a, a, -a])  # noqa: E731  (disagreement 4a²)
+    tracker.observe(np.array([0.1, 0.7, 0.2, 0.9]), np.full(4, 0.5))  # a flat group is skipped
+    for _ in range(31):
+        tracker.observe(gap(0.1), real)
+    assert tracker.weight() == 1.0 and tracker.c is None  # 31 groups: not calibrated yet
+    tracker.observe(gap(0.1), real)
+    assert tracker.c == pytest.approx(1 / 0.04) and tracker.weight() == pytest.approx(2.0)
+    for _ in range(64):  # one half-life at twice the disagreement: the EMA is half way there
+        tracker.observe(gap(0.1 * math.sqrt(2)), real)
+    assert tracker.ema == pytest.approx(0.06) and tracker.weight() == pytest.approx(2.5)
+    for _ in range(2000):  # ten times the error: the cap holds
+        tracker.observe(gap(0.1 * math.sqrt(10)), real)
+    assert tracker.weight() == 4.0
+    restored = DisagreementTracker(FusionConfig(rule="paper"))
+    restored.load_state_dict(tracker.state_dict())
+    assert restored.weight() == tracker.weight()
+
+
+def test_the_core_applies_the_configured_rule() -> None:
+    from wmrl_envs.calibration import Calibrator, CalibratorConfig
+    from wmrl_envs.scoring import HashSchedule, ScoredGroup, ScoreResult, ScoringCore
+
+    def anchor_group(gid: int, real, wm) -> ScoredGroup:
+        return ScoredGroup("t", gid, "anchor", [ScoreResult("t", "anchor", real_score=r, wm_score_raw=w, valid=True)
+                                                 for r, w in zip(real, wm)])
+
+    def core(**fusion) -> ScoringCore:
+        return ScoringCore(HashSchedule(), Calibrator(CalibratorConfig(min_pairs_global=2)), FusionConfig(**fusion))
+
+    real, wm = [0.2, 0.9, 0.5, 0.4], [0.6, 0.1, 0.5, 0.3]
+    for rule, c in (("none", 3.0), ("eta2", 3.0), ("sampling", 3.0)):
+        scoring = core(rule=rule, c=c)
+        weight = scoring.fuse([anchor_group(1, real, wm)])[0].samples[0].fusion_weight
+        expected = 1.0 if rule == "none" else anchor_weight(scoring.calibrator.eta2, c, 4.0)
+        assert weight == pytest.approx(expected)
+    paper = core(rule="paper", calibrate_after=2)
+    weights = [paper.fuse([anchor_group(g, real, wm)])[0].samples[0].fusion_weight for g in range(3)]
+    assert weights[0] == 1.0 and weights[1] == pytest.approx(2.0)  # c fixed at the second group
+    assert paper.state_dict()["disagreement"]["groups"] == 3
+    with pytest.raises(ConfigError, match="rule must be one of"):
+        FusionConfig(rule="inverse")

@@ -160,3 +160,11 @@ def test_messages_are_bounded_and_keep_both_ends():
     assert len(cut) <= 500 and cut.startswith("missing column 'x'") and cut.endswith("(the end)")
     assert "characters left out" in cut and bounded("short") == "short"
     assert len(ScoreResult("t", "real", error=text).error) <= 1_000
+
+
+def test_a_step_anchors_at_least_min_anchor_groups():
+    schedule = StepSchedule(groups_per_step=8, anchor_fraction=0.1, seed=1, min_anchor_groups=2)
+    assert all(schedule.streams(step).count("anchor") == 2 for step in range(20))
+    assert StepSchedule(8, 0.5, min_anchor_groups=2).streams(0).count("anchor") == 4  # the share, when larger
+    with pytest.raises(ConfigError, match="min_anchor_groups"):
+        StepSchedule(8, 0.1, min_anchor_groups=9)

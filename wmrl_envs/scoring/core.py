@@ -6,7 +6,8 @@
 * the **anchor schedule** (:mod:`wmrl_envs.scoring.schedule`): which groups are anchors;
 * the **calibrator** (:class:`~wmrl_envs.calibration.Calibrator`): online isotonic debiasing,
   fed by anchor pairs;
-* the **anchor weight** (:func:`~wmrl_envs.scoring.fusion.anchor_weight`) and its constant ``c``.
+* the **anchor weight** (:mod:`wmrl_envs.scoring.fusion`: the rule :attr:`FusionConfig.rule`
+  picks, its constant ``c`` and, for the ``paper`` rule, the tracked disagreement).
 
 A family's *scorer* produces raw scores (code: one world-model batch and one sandbox fan-out,
 :class:`~wmrl_envs.scoring.code.CodeScorer`; LIBERO: a simulated episode scored by the success
@@ -19,7 +20,9 @@ model). :meth:`ScoringCore.fuse` then turns raw scores into rewards, the same wa
 2. world-model groups get calibrated scores (``debias``) or raw scores clipped to range; a
    proved failure keeps its exact 0;
 3. executed samples get their real score; an infrastructure failure gets NaN (dropped);
-4. every anchor sample gets the current weight ``w_A``, every other sample 1.
+4. every anchor sample gets the current weight ``w_A``, every other sample 1 (the ``paper``
+   rule first folds the batch's anchor groups, out-of-sample calibrated against real, into
+   its disagreement).
 
 Within one call, all anchor pairs enter before any world-model group is calibrated. An env
 step is a batch of one sample, so a user loop that visits a step's anchor groups before its
@@ -35,7 +38,7 @@ import numpy as np
 
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import CalibratorLostError, ConfigError
-from wmrl_envs.scoring.fusion import FusionConfig, anchor_weight
+from wmrl_envs.scoring.fusion import DisagreementTracker, FusionConfig, anchor_weight
 from wmrl_envs.scoring.results import ScoredGroup, bounded
 from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, StepSchedule, check_stream
 
@@ -54,7 +57,7 @@ class ScoringCore:
     Args:
         schedule: Decides each group's stream from its id.
         calibrator: Debiases world-model scores; the one every sample of the run shares.
-        fusion: ``w_max`` and ``c`` of the anchor weight.
+        fusion: The anchor weight's rule and settings.
         debias: Reward world-model samples with calibrated scores (False: raw scores).
         denoise: Give anchor samples the weight ``w_A`` (False: weight 1).
         measure_c: ``c`` is set by a measurement (the trainer's warmup); until then the
@@ -74,6 +77,7 @@ class ScoringCore:
         self.measure_c = measure_c
         self.scorer = scorer
         self.c: float | None = self.fusion.c
+        self.disagreement = DisagreementTracker(self.fusion)
 
     @property
     def reward(self) -> str:
@@ -106,6 +110,12 @@ class ScoringCore:
         for g in anchors:
             self._calibrate(g)
         fed = self._feed(anchors)
+        if fed and self.fusion.rule == "paper":
+            for g in anchors:  # before feeding, each was calibrated by a map that had not seen it
+                self.disagreement.observe(np.array([np.nan if s.wm_score_calibrated is None
+                                                    else s.wm_score_calibrated for s in g.samples], dtype=float),
+                                          np.array([np.nan if s.real_score is None else s.real_score
+                                                    for s in g.samples], dtype=float))
         for g in groups:
             if g.stream == "world_model":
                 self._calibrate(g)
@@ -158,13 +168,17 @@ class ScoringCore:
 
     # ------------------------------------------------------------------ the anchor weight
     def anchor_weight(self) -> float:
-        """The current inverse-variance weight of an anchor sample, ``clip(1 + c·η̂², 1, w_max)``.
+        """The current weight of an anchor sample under :attr:`FusionConfig.rule`.
 
-        1 without denoising, before the calibrator has ``min_pairs_global`` pairs, and while
-        ``c`` is unknown (awaiting the warmup measurement, or a residual of exactly 0).
+        ``eta2``/``sampling``: ``clip(1 + c·η̂², 1, w_max)``; 1 before the calibrator has
+        ``min_pairs_global`` pairs and while ``c`` is unknown (awaiting the warmup measurement,
+        or a residual of exactly 0). ``paper``: the tracker's weight. 1 without denoising and
+        under ``none``.
         """
-        if not self.denoise:
+        if not self.denoise or self.fusion.rule == "none":
             return 1.0
+        if self.fusion.rule == "paper":
+            return self.disagreement.weight()
         calibrator = self.calibrator
         if calibrator.n_pairs < calibrator.config.min_pairs_global:
             return 1.0
@@ -181,7 +195,11 @@ class ScoringCore:
         """``calibration/*`` and ``fusion/*`` scalars to log."""
         out = dict(self.calibrator.metrics())
         out["fusion/w_anchor"] = self.anchor_weight()
-        out["fusion/c"] = float("nan") if self.c is None else float(self.c)
+        c = self.disagreement.c if self.fusion.rule == "paper" else self.c
+        out["fusion/c"] = float("nan") if c is None else float(c)
+        if self.fusion.rule == "paper":
+            ema = self.disagreement.ema
+            out["fusion/disagreement"] = float("nan") if ema is None else float(ema)
         return out
 
     # ------------------------------------------------------------------ state
@@ -204,11 +222,14 @@ class ScoringCore:
         """The run's scoring state: the calibrator's pairs, ``c`` and what an adaptive schedule
         recorded (None for a schedule that is configuration only)."""
         schedule = self.schedule.state_dict() if isinstance(self.schedule, StepSchedule) else None
-        return {"calibrator": self.calibrator.state_dict(), "c": self.c, "schedule": schedule}
+        return {"calibrator": self.calibrator.state_dict(), "c": self.c, "schedule": schedule,
+                "disagreement": self.disagreement.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.calibrator.load_state_dict(state["calibrator"])
         self.c = state["c"]
+        if "disagreement" in state:  # absent from checkpoints written before the paper rule
+            self.disagreement.load_state_dict(state["disagreement"])
         if state["schedule"] is not None:
             self.schedule.load_state_dict(state["schedule"])
 

@@ -7,7 +7,7 @@ GRPO group is compared within one stream.
   when a hash of (seed, group id) falls below ``anchor_fraction``. It needs no coordination,
   so every process (and every worker of a TRL or verl run) takes the same decision for a group.
 * :class:`StepSchedule`, the trainer's: per training step of ``groups_per_step`` groups with
-  ids ``step * groups_per_step + j``, exactly ``max(1, round(fraction * groups_per_step))``
+  ids ``step * groups_per_step + j``, exactly ``max(min_anchor_groups, round(fraction * groups_per_step))``
   anchors drawn from (seed, step); a warmup phase may use a larger fraction. An env user who
   injects it (``gym.make(..., schedule=trainer.core.schedule)``) gets the trainer's streams.
   With ``adaptive=True`` its fraction follows the audit (:meth:`StepSchedule.adapt`).
@@ -118,6 +118,9 @@ class StepSchedule:
         adaptive: Whether :meth:`adapt` moves the share after warmup (see the module docstring).
         eta2_bound: A step with η̂² above this fails (None: only the audit fails a step).
         max_anchor_fraction: The most :meth:`adapt` raises the share to (1.0: every group).
+        min_anchor_groups: The fewest anchor groups of a step (the reference release anchors
+            at least 2, so that the anchor pairs accumulate fast and no step's anchor stream
+            is one task).
     """
 
     groups_per_step: int
@@ -128,6 +131,7 @@ class StepSchedule:
     adaptive: bool = False
     eta2_bound: float | None = None
     max_anchor_fraction: float = 1.0
+    min_anchor_groups: int = 1
     # The schedule's state: (first step, share) of every change adapt() made, in step order,
     # and how many steps in a row have passed.
     _changes: list[tuple[int, float]] = field(default_factory=list, init=False, repr=False)
@@ -142,6 +146,7 @@ class StepSchedule:
         if self.warmup_anchor_fraction is not None:
             _check_fraction("warmup_anchor_fraction", self.warmup_anchor_fraction)
         check_adaptation(self.anchor_fraction, self.eta2_bound, self.max_anchor_fraction)
+        check_min_anchor_groups(self.min_anchor_groups, self.groups_per_step)
 
     def group_ids(self, step: int) -> list[int]:
         """The ids of step ``step``'s groups, in order."""
@@ -160,14 +165,16 @@ class StepSchedule:
 
     def streams(self, step: int) -> list[str]:
         """The stream of each of step ``step``'s groups, in order; at least one anchor."""
-        anchors = _anchor_positions(self.groups_per_step, self.fraction(step), self.seed, step)
+        anchors = _anchor_positions(self.groups_per_step, self.fraction(step), self.seed, step,
+                                   self.min_anchor_groups)
         return ["anchor" if j in anchors else "world_model" for j in range(self.groups_per_step)]
 
     def stream(self, group_id: Hashable) -> str:
         if not isinstance(group_id, (int, np.integer)) or isinstance(group_id, bool) or group_id < 0:
             raise ConfigError(f"a step schedule's group ids are the ints of group_ids(step), got {group_id!r}")
         step, j = divmod(int(group_id), self.groups_per_step)
-        anchors = _anchor_positions(self.groups_per_step, self.fraction(step), self.seed, step)
+        anchors = _anchor_positions(self.groups_per_step, self.fraction(step), self.seed, step,
+                                   self.min_anchor_groups)
         return "anchor" if j in anchors else "world_model"
 
     def adapt(self, step: int, monotone_ok: bool, eta2: float) -> tuple[float, int]:
@@ -221,8 +228,16 @@ def check_adaptation(anchor_fraction: float, eta2_bound: float | None, max_ancho
 
 
 @lru_cache(maxsize=256)
-def _anchor_positions(n: int, fraction: float, seed: int, step: int) -> frozenset[int]:
-    n_anchor = min(n, max(1, round(fraction * n)))
+def check_min_anchor_groups(min_anchor_groups: int, groups_per_step: int) -> None:
+    """Raise :class:`ConfigError` unless ``1 <= min_anchor_groups <= groups_per_step``."""
+    if isinstance(min_anchor_groups, bool) or not isinstance(min_anchor_groups, int) \
+            or not 1 <= min_anchor_groups <= groups_per_step:
+        raise ConfigError(f"min_anchor_groups must be an int in [1, groups per step = {groups_per_step}], "
+                          f"got {min_anchor_groups!r}")
+
+
+def _anchor_positions(n: int, fraction: float, seed: int, step: int, min_groups: int = 1) -> frozenset[int]:
+    n_anchor = min(n, max(min_groups, round(fraction * n)))
     rng = np.random.default_rng([seed, step, _ANCHOR_STREAM])
     return frozenset(rng.choice(n, size=n_anchor, replace=False).tolist())
 
