@@ -614,3 +614,39 @@ def test_strata_survive_a_state_round_trip_and_an_old_state_has_none() -> None:
     assert restored.audit().stratum_z == {}
     with pytest.raises(CalibrationDataError, match="strata has 2 entries"):
         Calibrator().add_pairs([0.1, 0.2, 0.3], [0.1, 0.2, 0.3], strata=["a", "b"])
+
+
+# ------------------------------------------------------------------ stratified debiasing
+def test_stratified_debiasing_corrects_the_family_the_audit_flags() -> None:
+    wm, real, strata = stratified_pairs(120, bias=0.3, seed=0)
+    fresh_wm, fresh_real, fresh_strata = stratified_pairs(400, bias=0.3, seed=1)
+    knn = np.array(fresh_strata) == "knn"
+    errors = {}
+    for stratify in (False, True):
+        calibrator = Calibrator(CalibratorConfig(stratify=stratify))
+        calibrator.add_pairs(wm, real, strata=strata)
+        calibrated = calibrator.calibrate(fresh_wm, strata=fresh_strata)
+        errors[stratify] = (np.abs(calibrated[knn] - fresh_real[knn]).mean(), np.abs(calibrated - fresh_real).mean())
+        report = calibrator.audit()
+        if stratify:  # the correction is behind the alarm: the cross-fitted residuals of knn are gone
+            assert abs(report.stratum_bias["knn"]) < 0.05 and report.monotone_ok
+        else:
+            assert not report.monotone_ok
+    # The over-scored family, on pairs no map saw: from about the bias's size down to near the noise
+    # floor (the mean absolute value of the world model's N(0, 0.1) noise is 0.08).
+    assert errors[False][0] > 0.15 and errors[True][0] < 0.1
+    assert errors[True][1] < errors[False][1]
+    # A score of no stratum, or of one without a map, gets the global map.
+    plain = Calibrator(CalibratorConfig(stratify=True))
+    plain.add_pairs(wm, real, strata=strata)
+    assert plain.calibrate([0.5]) == pytest.approx(plain.calibrate([0.5], strata=["gbm"]))
+
+
+def test_stratified_debiasing_keeps_one_map_for_a_world_model_whose_error_is_not_by_family() -> None:
+    wm, real, strata = stratified_pairs(120, bias=0.0, seed=2)
+    calibrator = Calibrator(CalibratorConfig(stratify=True))
+    calibrator.add_pairs(wm, real, strata=strata)
+    grid = np.linspace(0.1, 0.9, 9)
+    spread = [np.ptp([calibrator.calibrate([x], strata=[s])[0] for s in ("knn", "linear", "tree", "mlp")])
+              for x in grid]
+    assert max(spread) < 0.05  # pooled towards the global map out of fold

@@ -95,11 +95,12 @@ class Calibrator:
             # Refit eagerly, because calibrate() follows every add in a training step. The
             # cross-fit and the audit are recomputed lazily, only when read.
             recent = self._recent()
-            self._maps = fit_maps(self._wm[recent], self._real[recent], self._tasks[recent], self.config)
+            self._maps = fit_maps(self._wm[recent], self._real[recent], self._tasks[recent], self.config,
+                                  self._strata[recent])
             self._oof = None
             self._audit = None
 
-    def calibrate(self, wm_scores: ArrayLike, task_ids: TaskIds = None) -> np.ndarray:
+    def calibrate(self, wm_scores: ArrayLike, task_ids: TaskIds = None, strata: TaskIds = None) -> np.ndarray:
         """Map world-model scores to calibrated scores in ``score_range``.
 
         A task with at least ``min_pairs_per_task`` fitted pairs, whose real scores differ,
@@ -107,12 +108,14 @@ class Calibrator:
         task, an unknown one or ``None`` uses the global map. Before
         ``min_pairs_global`` fitted pairs, or while all their real scores are equal, the
         result is the raw score clipped to range. Scores outside the anchors' range clip to
-        the map's end values.
+        the map's end values. With ``stratify``, a score's stratum (the kind of solution, as
+        :meth:`add_pairs` labels pairs) with enough differing pairs blends its own map into the
+        global one first.
 
         Raises:
             CalibrationDataError: On non-finite scores or mismatched lengths.
         """
-        return self.current_map().calibrate(wm_scores, task_ids)
+        return self.current_map().calibrate(wm_scores, task_ids, strata)
 
     def current_map(self) -> CalibrationMap:
         """The maps :meth:`calibrate` uses now, frozen (a later refit makes new maps)."""
@@ -147,7 +150,8 @@ class Calibrator:
         """In-sample mean squared residual over the same window, for reference only."""
         with self._lock:
             recent = self._recent()
-            calibrated = apply_maps(self._maps, self._wm[recent], self._tasks[recent], self.config)
+            calibrated = apply_maps(self._maps, self._wm[recent], self._tasks[recent], self.config,
+                                    self._strata[recent])
             return _windowed_mean((calibrated - self._real[recent]) ** 2, self.config.eta2_window)
 
     def audit(self) -> AuditReport:
@@ -241,13 +245,14 @@ class Calibrator:
         """Out-of-fold calibrated score of every pair of the window, in pair order (cached)."""
         if self._oof is None:
             recent = self._recent()
-            wm, real, tasks = self._wm[recent], self._real[recent], self._tasks[recent]
+            wm, real, tasks, strata = (self._wm[recent], self._real[recent], self._tasks[recent],
+                                       self._strata[recent])
             if self._maps.global_map is None:  # the identity has nothing to cross-fit
                 self._oof = np.clip(wm, *self.config.score_range)
             else:
                 self._oof = cross_fit(self._folds(), lambda train, test: apply_maps(
-                    fit_like(self._maps, wm[train], real[train], tasks[train], self.config),
-                    wm[test], tasks[test], self.config))
+                    fit_like(self._maps, wm[train], real[train], tasks[train], self.config, strata[train]),
+                    wm[test], tasks[test], self.config, strata[test]))
         return self._oof
 
     def _folds(self) -> np.ndarray:

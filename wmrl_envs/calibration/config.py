@@ -65,6 +65,12 @@ class CalibratorConfig:
             strictly increasing inside the anchors' range, so two world-model scores that
             differ keep their order after calibration and a GRPO group does not lose its
             within-group ranking to a plateau.
+        stratify: Stratified debiasing: each stratum (the kind of solution the scorer
+            reports, as for the audit's stratum check) with ``min_pairs_per_task`` differing
+            pairs gets a map of its own, blended into the global map with pseudo-pairs
+            chosen out of fold as for tasks. An error that depends on the kind of solution
+            (a world model that over-scores one family) is then corrected, not only flagged:
+            no single monotone map can. Off: one global map (and per-task maps).
     """
 
     score_range: tuple[float, float] = field(default=(0.0, 1.0), metadata={"help": "(lo, hi) of real scores"})
@@ -90,6 +96,8 @@ class CalibratorConfig:
         "help": "the audit flags a stratum whose mean calibrated residual is this many standard errors from 0"})
     stratum_min_bias: float = field(default=0.1, metadata={
         "help": "... and at least this far from 0 (a bias too small to matter is not flagged)"})
+    stratify: bool = field(default=False, metadata={
+        "help": "stratified debiasing: a map per solution family, pooled toward the global map out of fold"})
 
     def __post_init__(self) -> None:
         # JSON turns the tuple into a list; store the canonical form.

@@ -1,4 +1,4 @@
-"""The fitted maps: isotonic (optionally centered), global and per task, partially pooled.
+"""The fitted maps: isotonic (optionally centered), global, per stratum and per task, partially pooled.
 
 :func:`fit_maps` chooses which maps exist from the pair counts, :func:`apply_maps` calibrates
 through them, and :class:`CalibrationMap` freezes them for shipping. Pure functions of the pairs.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import numpy as np
@@ -26,11 +26,15 @@ _TASK_PRIOR_GRID = (math.inf, 64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0, 0.0)
 class Maps:
     """Fitted maps: none (identity) below ``min_pairs_global`` or while every real score is
     the same, else global plus per-task, blended with ``task_prior`` pseudo-pairs of the
-    global map (``inf``: the global map alone, and no task maps are kept)."""
+    global map (``inf``: the global map alone, and no task maps are kept). With
+    ``stratify``, per-stratum maps (a kind of solution) are blended into the global map first,
+    with ``stratum_prior`` pseudo-pairs, and a task's map is blended into that."""
 
     global_map: MonotoneMap | None
     task_maps: dict[str, MonotoneMap]
     task_prior: float
+    stratum_maps: dict[str, MonotoneMap] = field(default_factory=dict)
+    stratum_prior: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -41,28 +45,40 @@ class CalibrationMap:
     maps: Maps
     config: CalibratorConfig
 
-    def calibrate(self, wm_scores: ArrayLike, task_ids: TaskIds = None) -> np.ndarray:
+    def calibrate(self, wm_scores: ArrayLike, task_ids: TaskIds = None, strata: TaskIds = None) -> np.ndarray:
         """As :meth:`Calibrator.calibrate`."""
         wm = as_scores(wm_scores, "wm_scores")
-        return apply_maps(self.maps, wm, as_tasks(task_ids, wm.size), self.config)
+        return apply_maps(self.maps, wm, as_tasks(task_ids, wm.size), self.config,
+                          as_tasks(strata, wm.size, "strata"))
 
 
-def fit_maps(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig) -> Maps:
+def fit_maps(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
+             strata: np.ndarray | None = None) -> Maps:
     """The production maps: which exist depends on the pair counts.
 
     Pairs whose real scores are all equal (every anchor failed, say) fit no map: it would be
     a constant that erases the world model's ranking, with no evidence against it. The global
-    map then stays the identity and such a task uses the global map.
+    map then stays the identity and such a task uses the global map. Strata (``stratify``)
+    are pooled like tasks, their prior chosen out of fold the same way; both priors are
+    chosen against the global map alone.
     """
     if wm.size < config.min_pairs_global or np.ptp(real) == 0:
         return Maps(None, {}, math.inf)
-    counts = Counter(task for task in tasks if task is not None)
-    own = {task for task, count in counts.items() if _may_have_map(real[tasks == task], config)}
-    prior = config.task_prior_pairs
+    task_prior, task_maps = _pooled_maps(wm, real, tasks, config, config.task_prior_pairs)
+    stratum_prior, stratum_maps = math.inf, {}
+    if config.stratify and strata is not None:
+        stratum_prior, stratum_maps = _pooled_maps(wm, real, strata, config, None)
+    return Maps(_isotonic(wm, real, config), task_maps, task_prior, stratum_maps, stratum_prior)
+
+
+def _pooled_maps(wm: np.ndarray, real: np.ndarray, keys: np.ndarray, config: CalibratorConfig,
+                 prior: float | None) -> tuple[float, dict[str, MonotoneMap]]:
+    """The prior (``None``: chosen out of fold) and the maps of every key that earns one."""
+    counts = Counter(key for key in keys if key is not None)
+    own = {key for key in counts if _may_have_map(real[keys == key], config)}
     if prior is None:
-        prior = _choose_task_prior(wm, real, tasks, config) if own else math.inf
-    task_maps = {} if math.isinf(prior) else _fit_task_maps(own, wm, real, tasks, config)
-    return Maps(_isotonic(wm, real, config), task_maps, prior)
+        prior = _choose_task_prior(wm, real, keys, config) if own else math.inf
+    return prior, ({} if math.isinf(prior) else _fit_task_maps(own, wm, real, keys, config))
 
 
 def _may_have_map(real: np.ndarray, config: CalibratorConfig) -> bool:
@@ -126,10 +142,12 @@ def _pool_weight(n_pairs: np.ndarray | int, prior: float) -> np.ndarray | float:
     return n_pairs / (n_pairs + prior)
 
 
-def fit_like(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig) -> Maps:
+def fit_like(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
+             strata: np.ndarray | None = None) -> Maps:
     """The same maps as ``maps``, refitted on other pairs (a fold's training set)."""
-    return Maps(_isotonic(wm, real, config),
-                 _fit_task_maps(maps.task_maps, wm, real, tasks, config), maps.task_prior)
+    stratum_maps = {} if strata is None else _fit_task_maps(maps.stratum_maps, wm, real, strata, config)
+    return Maps(_isotonic(wm, real, config), _fit_task_maps(maps.task_maps, wm, real, tasks, config),
+                maps.task_prior, stratum_maps, maps.stratum_prior)
 
 
 def _fit_task_maps(names: Iterable[str], wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
@@ -180,11 +198,17 @@ def _centered(wm: np.ndarray, fitted: np.ndarray) -> MonotoneMap:
     return MonotoneMap(knots_x[keep], knots_y[keep], wm.size)
 
 
-def apply_maps(maps: Maps, wm: np.ndarray, tasks: np.ndarray, config: CalibratorConfig) -> np.ndarray:
-    """Calibrated scores of ``wm`` (one task label per score) through ``maps``."""
+def apply_maps(maps: Maps, wm: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
+               strata: np.ndarray | None = None) -> np.ndarray:
+    """Calibrated scores of ``wm`` (one task label, and optionally one stratum, per score) through ``maps``."""
     if maps.global_map is None:
         return np.clip(wm, *config.score_range)
     out = maps.global_map.predict(wm)
+    for stratum, stratum_map in (maps.stratum_maps.items() if strata is not None else ()):
+        rows = strata == stratum
+        if rows.any():
+            weight = _pool_weight(stratum_map.n_pairs, maps.stratum_prior)
+            out[rows] = weight * stratum_map.predict(wm[rows]) + (1 - weight) * out[rows]
     for task, task_map in maps.task_maps.items():
         rows = tasks == task
         if rows.any():

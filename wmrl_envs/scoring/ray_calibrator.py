@@ -209,12 +209,12 @@ class RemoteCalibrator:
     def add_pairs(self, *args: Any, **kwargs: Any) -> None:
         self._change("add_pairs", *args, **kwargs)
 
-    def calibrate(self, wm_scores: Any, task_ids: Any = None) -> Any:
+    def calibrate(self, wm_scores: Any, task_ids: Any = None, strata: Any = None) -> Any:
         seen, last_map = self._map
         try:
-            values, current = self._remote("calibrate", seen, wm_scores, task_ids)
+            values, current = self._remote("calibrate", seen, wm_scores, task_ids, strata)
         except CalibratorLostError:
-            return last_map.calibrate(wm_scores, task_ids)
+            return last_map.calibrate(wm_scores, task_ids, strata)
         if current is not None:
             self._map = current
         return values
