@@ -73,7 +73,7 @@ from curves import draw_curve, mean_curve  # noqa: E402
 from libero_common import mean_se, setup_threads  # noqa: E402
 from stress import FAST_HELDOUT, FAST_TRAIN, ExecutionMemo, MemoScorer, load_run  # noqa: E402
 from agents.code.policy import DEFAULT_BUG_OPERATORS, NO_BUG  # noqa: E402
-from trainers.cli import machine_info  # noqa: E402
+from wmrl_envs.provenance import provenance  # noqa: E402
 from trainers.evaluate import select_tasks  # noqa: E402
 from trainers.families import get_family  # noqa: E402
 from trainers.families.code import scorer_options  # noqa: E402
@@ -557,7 +557,7 @@ def main(argv: list[str] | None = None) -> None:
                if r["world_model"] is None or r["world_model"] == world_models[r["key"]["world_model"]].fingerprint]
     rows = summarise(current, world_models, args)
     eval_steps = sorted({p["step"] for r in current for p in r["curve"]})
-    meta = {**machine_info(), "settings": settings_of(args), "eval_steps": eval_steps,
+    meta = {**provenance(), "settings": settings_of(args), "eval_steps": eval_steps,
             "world_models": {name: a.fingerprint for name, a in world_models.items()},
             "new_status_head": "yes" if world_models["new"].fingerprint["status_head"] else "no, proofs only",
             "stale_runs_left_out": [r["key"] for r in results if r not in current],

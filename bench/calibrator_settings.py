@@ -36,7 +36,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from trainers.cli import machine_info  # noqa: E402
+from wmrl_envs.provenance import provenance  # noqa: E402
 from wmrl_envs.calibration import Calibrator, CalibratorConfig  # noqa: E402
 from wmrl_envs.world_models import corpus as corpus_lib  # noqa: E402
 from wmrl_envs.world_models import surrogate as surrogate_lib  # noqa: E402
@@ -144,7 +144,7 @@ def main() -> None:
     rows = score_settings(pred, real, task_ids, settings, args.pairs, args.seeds, args.group_size)
     mean = {s: float(np.mean([r["mae"] for r in rows if (r["min_pairs_per_task"], r["task_prior_pairs"]) == s]))
             for s in settings}
-    report = {"machine": machine_info(),
+    report = {"machine": provenance(),
               "config": {"corpus": os.path.relpath(args.corpus.resolve(), REPO), "rows": int(real.size),
                          "tasks": int(np.unique(task_ids).size), "pairs": args.pairs, "seeds": args.seeds,
                          "group_size": args.group_size},

@@ -21,7 +21,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainers.cli import machine_info  # noqa: E402
+from wmrl_envs.provenance import provenance  # noqa: E402
 from trainers.evaluate import EvalConfig, evaluate  # noqa: E402
 from trainers.families import get_family  # noqa: E402
 from trainers.policies import make_policy, policy_responder  # noqa: E402
@@ -97,7 +97,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = [run_mode(mode, seed, args) for seed in args.seeds for mode in args.modes]
     args.out.mkdir(parents=True, exist_ok=True)
-    meta = {**machine_info(), "config": {k: str(v) for k, v in vars(args).items()}}
+    meta = {**provenance(), "config": {k: str(v) for k, v in vars(args).items()}}
     (args.out / "compare_modes.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     md = "### WMRL vs real-execution GRPO (same tasks, steps and initialisation)\n\n" + markdown(rows, args, meta)
     (args.out / "compare_modes.md").write_text(md)

@@ -47,7 +47,7 @@ from calibrator_settings import draw_groups  # noqa: E402  (bench/ is on sys.pat
 from stress import median_flag  # noqa: E402
 from world_model_quality import corpus_rows  # noqa: E402
 
-from trainers.cli import machine_info  # noqa: E402
+from wmrl_envs.provenance import provenance  # noqa: E402
 from trainers.wmrl_config import WMRLConfig  # noqa: E402
 from wmrl_envs.calibration import Calibrator  # noqa: E402
 from wmrl_envs.world_models import make_world_model  # noqa: E402
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
         rows_out += corruption_rows(suite, rows, base, args.draws, args.group_size, args.kinds)
         if "none" in args.kinds:  # the drift table sits with the full run
             drift_out += drift_rows(suite, rows, base, args.draws, args.group_size, args.drift_strength)
-    meta = {**machine_info(), "rows": "; ".join(f"{s}: {c}" for s, c in counts.items()), "draws": args.draws,
+    meta = {**provenance(), "rows": "; ".join(f"{s}: {c}" for s, c in counts.items()), "draws": args.draws,
             "group_size": args.group_size, "drift_strength": args.drift_strength,
             "calibrator": replace(WMRLConfig().calibration, **OVERRIDES).to_dict(), "argv": sys.argv[1:] if argv is None else argv}
     result = {"meta": meta, "rows": rows_out, "drift": drift_out}

@@ -44,10 +44,10 @@ def auroc(labels: np.ndarray, scores: np.ndarray) -> float:
 def write_result(name: str, payload: dict[str, Any], markdown: str) -> Path:
     """Write ``bench/results/<name>.json`` (with commit, date and machine) and ``<name>.md``, whose
     footer names the command that reruns it (this script, with the arguments it was given)."""
-    from trainers.cli import machine_info
+    from wmrl_envs.provenance import provenance
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    payload = {"machine": machine_info(), **payload}
+    payload = {"machine": provenance(), **payload}
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=float))
     md = RESULTS / f"{name}.md"
     info = payload["machine"]

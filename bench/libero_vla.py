@@ -661,7 +661,7 @@ def _keep_seeds(by_policy: dict[str, dict[int, Any]], seeds: Sequence[int] | Non
 
 def stage_report(args: argparse.Namespace) -> None:
     """Write the results files from every run; with ``--seeds``, only print the view of those seeds."""
-    from trainers.cli import machine_info
+    from wmrl_envs.provenance import provenance
     from wmrl_envs.libero.tasks import sampled_init_states
 
     rows, curves = _of_seeds(*collect_rows(args.runs), args.seeds)
@@ -687,7 +687,7 @@ def stage_report(args: argparse.Namespace) -> None:
     if args.seeds is not None:
         print(f"seeds {' '.join(map(str, args.seeds))} only (nothing written)\n\n{markdown}")
         return
-    payload = {"meta": {**machine_info(), "runs": str(args.runs), "heldout_init_states": list(HELDOUT),
+    payload = {"meta": {**provenance(), "runs": str(args.runs), "heldout_init_states": list(HELDOUT),
                         "greedy": True},
                "rows": rows, "summary": summary, "curves": curves, "protocol": protocol, "fresh": fresh,
                "pooled": pooled, "training_success": training, "drift": drift, "anchor_groups": anchors}

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainers.cli import machine_info
+from wmrl_envs.provenance import provenance
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -61,7 +61,7 @@ def run_once(executor: str, seed: int) -> dict:
             "heldout_untrained": untrained["score_mean"], "heldout_trained": trained["score_mean"],
             "heldout_trained_se_over_tasks": trained["score_se"], "valid_rate": trained["valid_rate"],
             "infra_failures": trained["infra_failures"] + untrained["infra_failures"],
-            "machine": machine_info()}
+            "machine": provenance()}
 
 
 def summarise(runs: list[dict], executors: list[str], seeds: list[int]) -> dict:

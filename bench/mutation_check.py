@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import itertools
 import json
 import random
@@ -29,6 +28,7 @@ from pathlib import Path
 from agents.code.grammar import SLOTS, SolutionChoices, render_script
 from wmrl_envs.grading.metrics import get_metric
 from wmrl_envs.outcome import TIMEOUT
+from wmrl_envs.provenance import provenance
 from wmrl_envs.scoring import CodeScorer, ScoreResult
 from wmrl_envs.tasks import get_task
 from wmrl_envs.tasks.spec import Task
@@ -120,7 +120,7 @@ def main() -> int:
             "ok": status == op.status and (not op.exceptions or exception in op.exceptions),
             "error": (result.error or "")[:200], "wall_s": round(result.cost.get("execution_s", 0.0), 2),
         })
-    report = {"date": dt.date.today().isoformat(), "runs": len(rows), "wall_s": round(wall, 1),
+    report = {**provenance(), "runs": len(rows), "wall_s": round(wall, 1),
               "workers": args.workers, "operators": len(OPERATORS), "wrong": sum(not r["ok"] for r in rows),
               "rows": rows}
     RESULTS.mkdir(exist_ok=True)
@@ -136,7 +136,7 @@ def markdown(report: dict) -> str:
         "# Mutation operators: claimed vs executed outcome", "",
         f"{report['runs']} sandbox runs of {report['operators']} operators, {report['workers']} workers, "
         f"{report['wall_s']} s; {report['wrong']} claim(s) wrong. Written by `bench/mutation_check.py` "
-        f"on {report['date']}.", "",
+        f"on {report['date'][:10]}, commit `{report['commit'][:10]}`.", "",
         "| operator | task | kind | choices | expected | observed | ok |",
         "|---|---|---|---|---|---|---|",
     ]

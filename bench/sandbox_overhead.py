@@ -35,11 +35,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import tempfile
@@ -47,6 +45,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from wmrl_envs.provenance import provenance
 from wmrl_envs.sandbox import ExecutorPool, Limits, cgroups, make_executor
 from wmrl_envs.sandbox.dockerd import PrivateDockerd
 from wmrl_envs.sandbox.launcher import agent_env
@@ -277,21 +276,9 @@ def warm_vs_cold(repeats: int, jobs: int, tree: TreeCpu) -> dict[str, object]:
 
 
 def machine() -> dict[str, object]:
-    """Cores, RAM, versions and the current load (other work on a shared box skews results)."""
-    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return {
-        "cores": os.cpu_count(),
-        "ram_gib": round(pages / 2**30, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "bwrap": subprocess.run(["bwrap", "--version"], check=False, capture_output=True, text=True).stdout.strip(),
-        "loadavg_1m_at_start": os.getloadavg()[0],
-    }
-
-
-def git_commit() -> str | None:
-    proc = subprocess.run(["git", "rev-parse", "HEAD"], check=False, capture_output=True, text=True, cwd=RESULTS.parent)
-    return proc.stdout.strip() or None
+    """Provenance, the bwrap version and the current load (other work on a shared box skews results)."""
+    bwrap = subprocess.run(["bwrap", "--version"], check=False, capture_output=True, text=True).stdout.strip()
+    return {**provenance(), "bwrap": bwrap, "loadavg_1m_at_start": os.getloadavg()[0]}
 
 
 def verdict(met: bool) -> str:
@@ -305,7 +292,7 @@ def to_markdown(report: dict) -> str:
         "",
         (
             f"{report['machine']['cores']} cores, {report['machine']['ram_gib']} GiB RAM, "
-            f"{report['machine']['bwrap']}, {report['date'][:10]}, commit `{(report['git_commit'] or '?')[:10]}`, "
+            f"{report['machine']['bwrap']}, {report['machine']['date'][:10]}, commit `{report['machine']['commit'][:10]}`, "
             f"{report['config']['runs']} interleaved runs per side."
         ),
         "",
@@ -446,8 +433,6 @@ def main() -> None:
     machine_info["loadavg_1m_at_end"] = os.getloadavg()[0]
     report = {
         "benchmark": "sandbox_overhead",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git_commit(),
         "machine": machine_info,
         "config": {
             "runs": args.runs,

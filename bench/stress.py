@@ -66,7 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from curves import crossing, draw_curve, mean_curve
-from trainers.cli import machine_info
+from wmrl_envs.provenance import provenance
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
 from trainers.policies import make_policy, policy_responder
@@ -543,7 +543,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         results = [run_or_load(key, args, settings, base, memo, eval_tasks) for key in run_keys(args)]
     rows = summarise(results, args)
-    meta = {**machine_info(), "n_eval_tasks": len(eval_tasks), "memo": MEMO_NOTE,
+    meta = {**provenance(), "n_eval_tasks": len(eval_tasks), "memo": MEMO_NOTE,
             "heldout_se": "SE over seeds (over tasks when one seed)",
             "real_runs": "shared by every corruption (real execution reads no world model)",
             "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}

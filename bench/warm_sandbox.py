@@ -22,10 +22,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agents.code.grammar import SolutionChoices, render_script  # noqa: E402
+from wmrl_envs.provenance import provenance  # noqa: E402
 from wmrl_envs.sandbox import make_executor  # noqa: E402
 from wmrl_envs.sandbox.preload import measure, profiles_path, save_profile  # noqa: E402
 from wmrl_envs.sandbox.runtime import load_runtime  # noqa: E402
@@ -69,12 +68,6 @@ def items_of(tasks: tuple[str, ...]) -> list[CorpusItem]:
     return [item for item in corpus_items(read_corpus(CORPUS)) if item.task_id in tasks]
 
 
-def provenance() -> dict[str, object]:
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], check=False, capture_output=True, text=True, cwd=REPO)
-    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "git_commit": commit.stdout.strip(),
-            "cores": os.cpu_count(), "command": " ".join(sys.argv)}
-
-
 def write(name: str, report: dict, markdown: str) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
@@ -89,7 +82,8 @@ def preload(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     profile = measure(make_executor("bwrap"), [render(item) for item in chosen], min_share=args.min_share,
                       min_ms=args.min_ms)
-    profile |= {"tasks": list(args.preload_tasks), "python": runtime.version, **provenance()}
+    # The runtime's Python, not this process's, is what the profile was measured on.
+    profile |= {**provenance(), "tasks": list(args.preload_tasks), "python": runtime.version}
     save_profile(runtime.requirements_sha256, profile)
     heavy = sorted(profile["measured"].items(), key=lambda kv: -kv[1]["median_ms"])[:12]
     lines = [

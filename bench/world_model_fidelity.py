@@ -30,7 +30,6 @@ held-out task. Writes ``bench/results/world_model_fidelity.{json,md}``.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import subprocess
@@ -52,6 +51,7 @@ sys.path.insert(0, str(REPO))
 
 from agents.code.handwritten import STYLE_KEY, render_solution
 from wmrl_envs import outcome
+from wmrl_envs.provenance import provenance
 from wmrl_envs.tasks import get_task
 from wmrl_envs.world_models import corpus as corpus_lib
 from wmrl_envs.world_models.proofs import Prover
@@ -238,14 +238,6 @@ def proof_precision(rows: pd.DataFrame, tasks: dict) -> dict[str, object]:
 # ----------------------------------------------------------------------------- report
 
 
-def machine() -> dict[str, object]:
-    mem_kb = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemTotal")))
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain"], check=False, cwd=REPO, capture_output=True, text=True)
-    return {"cores": os.cpu_count(), "ram_gib": round(mem_kb / 2**20, 1), "git_commit": commit.stdout.strip(),
-            "git_dirty": bool(dirty.stdout), "date": dt.datetime.now().isoformat(timespec="seconds")}
-
-
 def _fmt(value) -> str:
     return "–" if value is None or (isinstance(value, float) and np.isnan(value)) else f"{value:.3f}"
 
@@ -253,7 +245,7 @@ def _fmt(value) -> str:
 def markdown(report: dict) -> str:
     m = report["machine"]
     lines = ["### World-model fidelity: how a script ends, not only its score", "",
-             f"{m['cores']} cores, {m['ram_gib']} GiB RAM, {m['date'][:10]}, commit `{m['git_commit'][:10]}`. "
+             f"{m['cores']} cores, {m['ram_gib']} GiB RAM, {m['date'][:10]}, commit `{m['commit'][:10]}`. "
              f"Held-out tasks only ({report['heldout_rows']} executed rows: grammar solutions, hand-written "
              "solutions (`agents/code/handwritten.py`) and mutants of both); no fit saw them.", "",
              "| world model | rows | status acc. | exception match | AUC(valid) | ECE(valid) | Spearman (valid) "
@@ -341,7 +333,7 @@ def main() -> None:
                                                                           else read[k][k] >= v)}
                          for k, v in TARGETS.items()}
     report.update(heldout_rows=int(heldout.sum()), suites=sorted(set(rows["suite"])),
-                  proofs=proof_precision(rows, tasks), machine=machine(),
+                  proofs=proof_precision(rows, tasks), machine=provenance(),
                   corpora={p.name: corpus_lib.corpus_sha256(p) for p in CORPORA},
                   command="python bench/world_model_fidelity.py" + (f" --llm-sample {args.llm_sample}"
                                                                     if args.llm_sample else ""))

@@ -30,10 +30,8 @@ MAE at least 30% below raw MAE by 100 pairs, world model at least 50x cheaper th
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,6 +46,7 @@ sys.path.insert(0, str(REPO))
 
 from agents.code.grammar import SolutionChoices, render_script
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
+from wmrl_envs.provenance import provenance
 from wmrl_envs.scoring import CodeScorer
 from wmrl_envs.tasks import get_task
 from wmrl_envs.world_models import corpus as corpus_lib
@@ -222,15 +221,6 @@ def plot(curve: list[dict[str, float]], pred: np.ndarray, real: np.ndarray, path
     fig.savefig(path, dpi=120)
 
 
-def machine() -> dict[str, object]:
-    with open("/proc/meminfo") as fh:
-        mem_kb = int(next(line for line in fh if line.startswith("MemTotal")).split()[1])
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain"], check=False, cwd=REPO, capture_output=True, text=True).stdout)
-    return {"cores": os.cpu_count(), "ram_gib": round(mem_kb / 2**20, 1), "git_commit": commit, "git_dirty": dirty,
-            "date": dt.datetime.now().isoformat(timespec="seconds")}
-
-
 def markdown(report: dict) -> str:
     r, s, c, m = report["ranking"]["embed"], report["ranking"]["static"], report["cost"], report["machine"]
     default = report["ranking"]["default"]
@@ -238,7 +228,7 @@ def markdown(report: dict) -> str:
     lines = [
         f"### Surrogate world model quality (held-out tasks of suite {', '.join(report['config']['suites'])})",
         "",
-        (f"{m['cores']} cores, {m['ram_gib']} GiB RAM, {m['date'][:10]}, commit `{m['git_commit'][:10]}`; "
+        (f"{m['cores']} cores, {m['ram_gib']} GiB RAM, {m['date'][:10]}, commit `{m['commit'][:10]}`; "
          f"{report['config']['rows']} held-out solutions on {report['config']['tasks']} tasks, "
          f"{report['config']['seeds']} seeds per anchor count."),
         "",
@@ -325,7 +315,7 @@ def main() -> None:
     exec_cost = execution_cost(tasks, scripts, args.exec_sample)
 
     report = {
-        "machine": machine(),
+        "machine": provenance(),
         "config": {"corpus": os.path.relpath(args.corpus.resolve(), REPO), "corpus_sha256":
                    corpus_lib.corpus_sha256(args.corpus), "artefact": model.manifest.get("corpus"),
                    "rows": len(real), "tasks": int(np.unique(task_ids).size), "pairs": args.pairs,

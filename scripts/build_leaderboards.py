@@ -25,7 +25,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse
 import datetime as dt
 import json
-import platform
 import sys
 import time
 from collections import Counter, defaultdict
@@ -36,6 +35,7 @@ from tqdm import tqdm
 
 from wmrl_envs.grading import Leaderboard, get_metric
 from wmrl_envs.paths import leaderboards_dir
+from wmrl_envs.provenance import provenance
 from wmrl_envs.tasks.build.population import Outcome, evaluate_solution, solution_names
 from wmrl_envs.tasks.builtin import load_builtin_tasks
 
@@ -52,11 +52,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--min-entries", type=int, default=50,
                         help="fail when a leaderboard would have fewer entries (default: %(default)s)")
     return parser.parse_args(argv)
-
-
-def machine() -> dict[str, object]:
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"cores": os.cpu_count(), "ram_gib": round(mem_gib, 1), "python": platform.python_version()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_time_cap_s": args.time_cap,
         "jobs": args.jobs,
         "wall_seconds": round(time.perf_counter() - started, 1),
-        "machine": machine(),
+        "machine": provenance(),
     })
     summary["tasks"] = dict(sorted(summary["tasks"].items()))
     summary_path.write_text(json.dumps(summary, indent=1) + "\n")

@@ -71,6 +71,7 @@ sys.path.insert(0, str(REPO))
 
 from agents.code.grammar import REFERENCE_SOLUTIONS, SLOTS
 from agents.code.handwritten import STYLE_KEY, STYLES, render_solution
+from wmrl_envs.provenance import provenance
 from wmrl_envs.tasks import get_task, list_tasks
 from wmrl_envs.world_models import corpus as corpus_lib
 from wmrl_envs.world_models.surrogate import SurrogateConfig, SurrogateWorldModel, default_path
@@ -120,7 +121,7 @@ def _record_build(args: argparse.Namespace, stats: corpus_lib.BuildStats) -> Non
     log_path = Path(args.corpus).with_suffix(".builds.json")
     runs = json.loads(log_path.read_text()) if log_path.exists() else []
     runs.append({"split": args.split, "per_task": args.per_task, "workers": args.workers, "wall_cap_s": args.wall_s,
-                 "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "cores": os.cpu_count(), **asdict(stats)})
+                 **provenance(), **asdict(stats)})
     log_path.write_text(json.dumps(runs, indent=2) + "\n")
 
 

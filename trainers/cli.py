@@ -16,29 +16,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import datetime as dt
 import os
-import platform
-import subprocess
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from wmrl_envs.errors import WMRLError
+from wmrl_envs.provenance import provenance
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
-
-
-def machine_info() -> dict[str, object]:
-    """Git commit, date and machine facts recorded with every result (docs/architecture.md §9)."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
-                                cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"commit": commit, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "cores": os.cpu_count(), "ram_gib": round(mem_gib, 1), "python": platform.python_version(),
-            "argv": sys.argv[1:]}
 
 
 class DeprecatedAlias(argparse.Action):
@@ -124,7 +109,7 @@ def write_run_summary(trainer, evaluation: tuple[str, str, list[dict]] | None) -
     """results.md + results.json of a training run: compute ledger, final metrics, held-out table."""
     run_dir = trainer.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    meta = {**machine_info(), "config": trainer.config.to_dict(), "ledger": trainer.ledger.state_dict(),
+    meta = {**provenance(), "config": trainer.config.to_dict(), "ledger": trainer.ledger.state_dict(),
             "warmup": trainer.warmup}
     (run_dir / "results.json").write_text(json.dumps({"meta": meta, "reports": evaluation[2] if evaluation else []},
                                                      indent=2, default=str))

@@ -55,6 +55,14 @@ class ConfigError(WMRLError, ValueError):
     """A configuration value is invalid."""
 
 
+class CalibrationDataError(WMRLError, ValueError):
+    """Scores or a saved state handed to a calibrator are not valid data: a non-finite score, a
+    real score outside ``score_range``, mismatched lengths, or a state of an unknown format.
+
+    Its settings (:class:`~wmrl_envs.calibration.CalibratorConfig`) raise :class:`ConfigError`.
+    """
+
+
 class MissingDependencyError(WMRLError):
     """An optional package that one feature needs (e.g. a suite's data source) is not installed."""
 

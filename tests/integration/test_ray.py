@@ -32,7 +32,7 @@ import pytest
 
 from agents.code.grammar import REFERENCE_SOLUTIONS, render_script
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
-from wmrl_envs.errors import CalibratorLostError, ConfigError, SandboxUnavailableError
+from wmrl_envs.errors import CalibrationDataError, CalibratorLostError, ConfigError, SandboxUnavailableError
 from wmrl_envs.sandbox import ExecutionStatus, ExecutorPool, make_executor
 from wmrl_envs.sandbox.base import RUN_DIR_PREFIX
 from wmrl_envs.sandbox.ray_executor import RayExecutor, pack_public_files
@@ -393,7 +393,7 @@ def test_the_actor_keeps_the_calibrators_errors_and_config(cluster):
     assert calibrator_actor(name, config) is not None  # the same config: the same actor
     with pytest.raises(ConfigError, match="different config"):
         calibrator_actor(name, CalibratorConfig(min_pairs_global=6))
-    with pytest.raises(ConfigError, match="score_range"):
+    with pytest.raises(CalibrationDataError, match="score_range"):
         calibrator.add_pairs([0.5], [1.5])  # the Calibrator's own typed error, through the actor
 
 

@@ -17,8 +17,9 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from wmrl_envs.calibration import AuditReport, Calibrator, CalibratorConfig, _discordant_rate
-from wmrl_envs.errors import ConfigError
+from wmrl_envs.calibration import AuditReport, Calibrator, CalibratorConfig
+from wmrl_envs.calibration.audit import discordant_rate
+from wmrl_envs.errors import CalibrationDataError, ConfigError
 
 SIGMA = 0.04
 NOISE_FLOOR = SIGMA * math.sqrt(2 / math.pi)  # E|noise|: the best possible MAE
@@ -222,7 +223,7 @@ def test_rank_checks_report_from_40_pairs_and_the_challenger_from_20() -> None:
 
 
 def test_rank_checks_at_their_40_pair_minimum_rarely_false_alarm_and_always_catch_a_reversal() -> None:
-    """A smaller copy of the power check behind the 40-pair minimum (calibration.py)."""
+    """A smaller copy of the power check behind the 40-pair minimum (calibration/audit.py)."""
     def flagged(noise: float, sign: float, seed: int) -> bool:
         rng = np.random.default_rng(seed)
         s = rng.uniform(0.2, 0.8, 40)
@@ -300,8 +301,8 @@ def test_discordant_rate_matches_brute_force_with_ties() -> None:
         sign = np.sign(x[i] - x[j]) * np.sign(y[i] - y[j])
         concordant += sign > 0
         discordant += sign < 0
-    assert _discordant_rate(x, y) == pytest.approx(discordant / (concordant + discordant))
-    assert math.isnan(_discordant_rate(np.ones(5), np.arange(5.0)))
+    assert discordant_rate(x, y) == pytest.approx(discordant / (concordant + discordant))
+    assert math.isnan(discordant_rate(np.ones(5), np.arange(5.0)))
 
 
 def test_per_task_map_needs_enough_pairs_else_global() -> None:
@@ -482,26 +483,26 @@ def test_metrics_use_calibration_namespace() -> None:
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-def test_non_finite_scores_raise_config_error(bad: float) -> None:
+def test_non_finite_scores_raise_a_data_error(bad: float) -> None:
     calibrator = fitted(100)
-    with pytest.raises(ConfigError, match="wm_scores must be finite; index 1"):
+    with pytest.raises(CalibrationDataError, match="wm_scores must be finite; index 1"):
         calibrator.add_pairs([0.3, bad], [0.2, 0.4])
-    with pytest.raises(ConfigError, match="real_scores must be finite"):
+    with pytest.raises(CalibrationDataError, match="real_scores must be finite"):
         calibrator.add_pairs([0.3, 0.4], [bad, 0.4])
-    with pytest.raises(ConfigError, match="wm_scores must be finite"):
+    with pytest.raises(CalibrationDataError, match="wm_scores must be finite"):
         calibrator.calibrate([0.5, bad])
     assert calibrator.n_pairs == 100  # nothing was added
 
 
-def test_invalid_pairs_raise_config_error() -> None:
+def test_invalid_pairs_and_states_raise_a_data_error() -> None:
     calibrator = Calibrator()
-    with pytest.raises(ConfigError, match="score_range"):
+    with pytest.raises(CalibrationDataError, match="score_range"):
         calibrator.add_pairs([0.3], [1.2])
-    with pytest.raises(ConfigError, match="3 values but real_scores has 2"):
+    with pytest.raises(CalibrationDataError, match="3 values but real_scores has 2"):
         calibrator.add_pairs([0.1, 0.2, 0.3], [0.1, 0.2])
-    with pytest.raises(ConfigError, match="task_ids has 1 entries"):
+    with pytest.raises(CalibrationDataError, match="task_ids has 1 entries"):
         calibrator.add_pairs([0.1, 0.2], [0.1, 0.2], ["a"])
-    with pytest.raises(ConfigError, match="state format"):
+    with pytest.raises(CalibrationDataError, match="state format"):
         calibrator.load_state_dict({"format": 99})
     assert calibrator.n_pairs == 0
 
@@ -611,5 +612,41 @@ def test_strata_survive_a_state_round_trip_and_an_old_state_has_none() -> None:
     restored = Calibrator()
     restored.load_state_dict(old)
     assert restored.audit().stratum_z == {}
-    with pytest.raises(ConfigError, match="strata has 2 entries"):
+    with pytest.raises(CalibrationDataError, match="strata has 2 entries"):
         Calibrator().add_pairs([0.1, 0.2, 0.3], [0.1, 0.2, 0.3], strata=["a", "b"])
+
+
+# ------------------------------------------------------------------ stratified debiasing
+def test_stratified_debiasing_corrects_the_family_the_audit_flags() -> None:
+    wm, real, strata = stratified_pairs(120, bias=0.3, seed=0)
+    fresh_wm, fresh_real, fresh_strata = stratified_pairs(400, bias=0.3, seed=1)
+    knn = np.array(fresh_strata) == "knn"
+    errors = {}
+    for stratify in (False, True):
+        calibrator = Calibrator(CalibratorConfig(stratify=stratify))
+        calibrator.add_pairs(wm, real, strata=strata)
+        calibrated = calibrator.calibrate(fresh_wm, strata=fresh_strata)
+        errors[stratify] = (np.abs(calibrated[knn] - fresh_real[knn]).mean(), np.abs(calibrated - fresh_real).mean())
+        report = calibrator.audit()
+        if stratify:  # the correction is behind the alarm: the cross-fitted residuals of knn are gone
+            assert abs(report.stratum_bias["knn"]) < 0.05 and report.monotone_ok
+        else:
+            assert not report.monotone_ok
+    # The over-scored family, on pairs no map saw: from about the bias's size down to near the noise
+    # floor (the mean absolute value of the world model's N(0, 0.1) noise is 0.08).
+    assert errors[False][0] > 0.15 and errors[True][0] < 0.1
+    assert errors[True][1] < errors[False][1]
+    # A score of no stratum, or of one without a map, gets the global map.
+    plain = Calibrator(CalibratorConfig(stratify=True))
+    plain.add_pairs(wm, real, strata=strata)
+    assert plain.calibrate([0.5]) == pytest.approx(plain.calibrate([0.5], strata=["gbm"]))
+
+
+def test_stratified_debiasing_keeps_one_map_for_a_world_model_whose_error_is_not_by_family() -> None:
+    wm, real, strata = stratified_pairs(120, bias=0.0, seed=2)
+    calibrator = Calibrator(CalibratorConfig(stratify=True))
+    calibrator.add_pairs(wm, real, strata=strata)
+    grid = np.linspace(0.1, 0.9, 9)
+    spread = [np.ptp([calibrator.calibrate([x], strata=[s])[0] for s in ("knn", "linear", "tree", "mlp")])
+              for x in grid]
+    assert max(spread) < 0.05  # pooled towards the global map out of fold

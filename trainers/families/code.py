@@ -22,6 +22,7 @@ from trainers.evaluate import select_tasks
 from trainers.families import FamilyProfile
 from trainers.ledger import ComputeLedger
 from trainers.policies import GRAMMAR_POLICIES
+from wmrl_envs.provenance import provenance
 from wmrl_envs.scoring import CodeGroup, CodeScorer, ScoredGroup, ScoringCore, extract_code
 
 
@@ -109,7 +110,6 @@ def heldout(env_id: str, suite: str, config, untrained, trained, k: int, task_id
 
 def evaluate_command(env_id: str, suite: str, args: argparse.Namespace) -> int:
     """``wmrl eval`` for a code family: avg@k by sandboxed execution against the leaderboards."""
-    from trainers.cli import machine_info
     from trainers.evaluate import EvalConfig, evaluate, write_reports
     from trainers.policies import responder_from_spec
     from wmrl_envs.tasks import LITE
@@ -120,7 +120,7 @@ def evaluate_command(env_id: str, suite: str, args: argparse.Namespace) -> int:
     reports = [evaluate(responder_from_spec(p, args.seed), p, config) for p in policies.split(",")]
     out = Path(args.out)
     split = "lite: the lite selection's held-out tasks" if args.split == LITE else args.split
-    md = write_reports(reports, out, f"Held-out evaluation on {env_id} ({split})", machine_info())
+    md = write_reports(reports, out, f"Held-out evaluation on {env_id} ({split})", provenance())
     print(md.read_text())
     print(f"wrote {md} and {out / 'results.json'}")
     return 0

@@ -46,6 +46,7 @@ from wmrl_envs.libero.tasks import (
     TRAIN_INIT_STATES,
     task_index,
 )
+from wmrl_envs.provenance import provenance
 from wmrl_envs.scoring import ScoredGroup, ScoreResult, ScoringCore
 
 
@@ -161,7 +162,6 @@ def heldout(config, untrained, trained, k: int, task_ids) -> tuple[str, str, lis
 
 def evaluate_command(args: argparse.Namespace) -> int:
     """``wmrl eval`` on LIBERO-Long: every task, trial k from init state init_start + k, sim success."""
-    from trainers.cli import machine_info
     from trainers.policies import libero_episode_policy
     from wmrl_envs.libero.evaluate import comparison_markdown, evaluate_libero
 
@@ -174,7 +174,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
         reports.append(report.to_dict())
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps({"meta": machine_info(), "reports": reports}, indent=2))
+    (out / "results.json").write_text(json.dumps({"meta": provenance(), "reports": reports}, indent=2))
     steps = [r["simulation_steps"] for r in reports]
     hours = [f"{r['wall_s'] / 3600:.2f}" for r in reports]
     md = out / "results.md"

@@ -158,7 +158,8 @@ class ScoringCore:
         ok &= ~np.array([s.proved for s in group.samples], dtype=bool)
         if not ok.any():
             return
-        calibrated = self.calibrator.calibrate(wm[ok], [group.task_id] * int(ok.sum()))
+        strata = [s.stratum for s, keep in zip(group.samples, ok) if keep]
+        calibrated = self.calibrator.calibrate(wm[ok], [group.task_id] * int(ok.sum()), strata)
         for s, value in zip([s for s, keep in zip(group.samples, ok) if keep], calibrated):
             s.wm_score_calibrated = float(value)
 

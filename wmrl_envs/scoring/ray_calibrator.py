@@ -11,7 +11,7 @@ scoring runs in several processes (Ray workers, verl's reward actors). Here the 
     # the core pickles with its RemoteCalibrator: in a Ray task or actor it feeds the same actor
 
 The client forwards every call with ``ray.get``; the calibrator's own errors (e.g.
-:class:`~wmrl_envs.errors.ConfigError`) reach the caller as that type. What survives which fault:
+:class:`~wmrl_envs.errors.CalibrationDataError`) reach the caller as that type. What survives which fault:
 
 * **The actor's process dies** (killed, out of memory, its worker crashed): Ray restarts it, up
   to :data:`MAX_RESTARTS` times, from the state it saved after its last change (a file in the Ray
@@ -209,12 +209,12 @@ class RemoteCalibrator:
     def add_pairs(self, *args: Any, **kwargs: Any) -> None:
         self._change("add_pairs", *args, **kwargs)
 
-    def calibrate(self, wm_scores: Any, task_ids: Any = None) -> Any:
+    def calibrate(self, wm_scores: Any, task_ids: Any = None, strata: Any = None) -> Any:
         seen, last_map = self._map
         try:
-            values, current = self._remote("calibrate", seen, wm_scores, task_ids)
+            values, current = self._remote("calibrate", seen, wm_scores, task_ids, strata)
         except CalibratorLostError:
-            return last_map.calibrate(wm_scores, task_ids)
+            return last_map.calibrate(wm_scores, task_ids, strata)
         if current is not None:
             self._map = current
         return values

@@ -1,0 +1,238 @@
+"""The fitted maps: isotonic (optionally centered), global, per stratum and per task, partially pooled.
+
+:func:`fit_maps` chooses which maps exist from the pair counts, :func:`apply_maps` calibrates
+through them, and :class:`CalibrationMap` freezes them for shipping. Pure functions of the pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+from sklearn.isotonic import IsotonicRegression
+
+from wmrl_envs.calibration.config import CalibratorConfig
+from wmrl_envs.calibration.data import ArrayLike, TaskIds, as_scores, as_tasks
+
+# Candidates for task_prior_pairs=None, from full pooling (the global map alone) to none.
+# Listed in that order so that a tie keeps the more pooled, less variable, value.
+_TASK_PRIOR_GRID = (math.inf, 64.0, 32.0, 16.0, 8.0, 4.0, 2.0, 1.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Maps:
+    """Fitted maps: none (identity) below ``min_pairs_global`` or while every real score is
+    the same, else global plus per-task, blended with ``task_prior`` pseudo-pairs of the
+    global map (``inf``: the global map alone, and no task maps are kept). With
+    ``stratify``, per-stratum maps (a kind of solution) are blended into the global map first,
+    with ``stratum_prior`` pseudo-pairs, and a task's map is blended into that."""
+
+    global_map: MonotoneMap | None
+    task_maps: dict[str, MonotoneMap]
+    task_prior: float
+    stratum_maps: dict[str, MonotoneMap] = field(default_factory=dict)
+    stratum_prior: float = math.inf
+
+
+@dataclass(frozen=True)
+class CalibrationMap:
+    """A calibrator's fitted maps at one moment, without its pairs: small to ship, and it
+    calibrates as the calibrator did then (:meth:`Calibrator.current_map`)."""
+
+    maps: Maps
+    config: CalibratorConfig
+
+    def calibrate(self, wm_scores: ArrayLike, task_ids: TaskIds = None, strata: TaskIds = None) -> np.ndarray:
+        """As :meth:`Calibrator.calibrate`."""
+        wm = as_scores(wm_scores, "wm_scores")
+        return apply_maps(self.maps, wm, as_tasks(task_ids, wm.size), self.config,
+                          as_tasks(strata, wm.size, "strata"))
+
+
+def fit_maps(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
+             strata: np.ndarray | None = None) -> Maps:
+    """The production maps: which exist depends on the pair counts.
+
+    Pairs whose real scores are all equal (every anchor failed, say) fit no map: it would be
+    a constant that erases the world model's ranking, with no evidence against it. The global
+    map then stays the identity and such a task uses the global map. Strata (``stratify``)
+    are pooled like tasks, their prior chosen out of fold the same way; both priors are
+    chosen against the global map alone.
+    """
+    if wm.size < config.min_pairs_global or np.ptp(real) == 0:
+        return Maps(None, {}, math.inf)
+    task_prior, task_maps = _pooled_maps(wm, real, tasks, config, config.task_prior_pairs)
+    stratum_prior, stratum_maps = math.inf, {}
+    if config.stratify and strata is not None:
+        stratum_prior, stratum_maps = _pooled_maps(wm, real, strata, config, None)
+    return Maps(_isotonic(wm, real, config), task_maps, task_prior, stratum_maps, stratum_prior)
+
+
+def _pooled_maps(wm: np.ndarray, real: np.ndarray, keys: np.ndarray, config: CalibratorConfig,
+                 prior: float | None) -> tuple[float, dict[str, MonotoneMap]]:
+    """The prior (``None``: chosen out of fold) and the maps of every key that earns one."""
+    counts = Counter(key for key in keys if key is not None)
+    own = {key for key in counts if _may_have_map(real[keys == key], config)}
+    if prior is None:
+        prior = _choose_task_prior(wm, real, keys, config) if own else math.inf
+    return prior, ({} if math.isinf(prior) else _fit_task_maps(own, wm, real, keys, config))
+
+
+def _may_have_map(real: np.ndarray, config: CalibratorConfig) -> bool:
+    """Whether a task's fitted real scores earn it a map of its own."""
+    return real.size >= config.min_pairs_per_task and np.ptp(real) > 0
+
+
+def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
+                       config: CalibratorConfig) -> float:
+    """The grid value of ``task_prior_pairs`` whose blend of task and global maps, fitted on
+    the other folds, has the lowest squared error on each fold's pairs of mapped tasks.
+
+    Out of fold, a task map fitted on a handful of pairs shows its noise, so the choice falls
+    on the global map unless per-task maps predict new pairs better. Repeats of one pair (a
+    policy that writes the same script twice) share a fold, or a task map would be scored on
+    pairs it was fitted on. ``eta2``'s cross-fit reuses the chosen value, a single number
+    chosen on the same pairs, which leaves ``eta2`` slightly optimistic.
+    """
+    # Folds dealt round the distinct (task, score) keys in sorted order: repeats share a
+    # fold, and every fold sees a spread of each task's scores.
+    keys = np.array([f"{task}" for task in tasks])
+    _, order = np.unique(np.rec.fromarrays([keys, wm]), return_inverse=True)
+    folds = order.ravel() % config.cv_folds
+    pooled = np.empty(wm.size)
+    own = np.full(wm.size, np.nan)
+    own_pairs = np.zeros(wm.size)
+    for fold in range(config.cv_folds):
+        test = folds == fold
+        if not test.any():
+            continue
+        train = ~test
+        pooled[test] = _isotonic(wm[train], real[train], config).predict(wm[test])
+        mapped_here = [task for task in set(tasks[test]) - {None}
+                       if _may_have_map(real[train & (tasks == task)], config)]
+        for task, task_map in _fit_task_maps(mapped_here, wm[train], real[train], tasks[train], config).items():
+            scored = test & (tasks == task)
+            own[scored] = task_map.predict(wm[scored])
+            own_pairs[scored] = task_map.n_pairs
+    mapped = ~np.isnan(own)
+    if not mapped.any():
+        return math.inf
+
+    def squared_errors(prior: float) -> np.ndarray:
+        weight = _pool_weight(own_pairs[mapped], prior)
+        blend = weight * own[mapped] + (1 - weight) * pooled[mapped]
+        return (blend - real[mapped]) ** 2
+
+    # The one-standard-error rule: the most pooled value whose error is within one standard
+    # error of the best. With few pairs a task map's edge is mostly luck of the folds.
+    errors = {prior: squared_errors(prior) for prior in _TASK_PRIOR_GRID}
+    best = min(_TASK_PRIOR_GRID, key=lambda prior: errors[prior].mean())
+    gap_se = {prior: standard_error(errors[prior] - errors[best]) for prior in _TASK_PRIOR_GRID}
+    return next(prior for prior in _TASK_PRIOR_GRID
+                if errors[prior].mean() - errors[best].mean() <= gap_se[prior])
+
+
+def _pool_weight(n_pairs: np.ndarray | int, prior: float) -> np.ndarray | float:
+    """Weight of a task's own map, fitted on ``n_pairs``, against ``prior`` global pseudo-pairs."""
+    if math.isinf(prior):
+        return np.zeros_like(n_pairs, dtype=float)
+    return n_pairs / (n_pairs + prior)
+
+
+def fit_like(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
+             strata: np.ndarray | None = None) -> Maps:
+    """The same maps as ``maps``, refitted on other pairs (a fold's training set)."""
+    stratum_maps = {} if strata is None else _fit_task_maps(maps.stratum_maps, wm, real, strata, config)
+    return Maps(_isotonic(wm, real, config), _fit_task_maps(maps.task_maps, wm, real, tasks, config),
+                maps.task_prior, stratum_maps, maps.stratum_prior)
+
+
+def _fit_task_maps(names: Iterable[str], wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
+                   config: CalibratorConfig) -> dict[str, MonotoneMap]:
+    # A task without pairs here (possible only in a cross-fitting fold) uses the global map.
+    return {name: _isotonic(wm[rows], real[rows], config)
+            for name in names if (rows := tasks == name).any()}
+
+
+class MonotoneMap:
+    """A fitted isotonic map as knots of a piecewise-linear function, clipped at both ends."""
+
+    def __init__(self, knots_x: np.ndarray, knots_y: np.ndarray, n_pairs: int) -> None:
+        self.knots_x, self.knots_y = knots_x, knots_y
+        self.n_pairs = n_pairs  # how many pairs it was fitted on
+
+    def predict(self, wm: np.ndarray) -> np.ndarray:
+        # np.interp holds the end values beyond the knots: out_of_bounds="clip".
+        return np.interp(wm, self.knots_x, self.knots_y)
+
+
+def _isotonic(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig) -> MonotoneMap:
+    lo, hi = config.score_range
+    # out_of_bounds="clip": the default "nan" would turn scores beyond the anchors' range
+    # into NaN rewards.
+    isotonic = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=lo, y_max=hi)
+    isotonic.fit(wm, real)
+    if not config.centered or isotonic.X_thresholds_.size < 2:
+        return MonotoneMap(isotonic.X_thresholds_, isotonic.y_thresholds_, wm.size)
+    return _centered(wm, isotonic.predict(wm))
+
+
+def _centered(wm: np.ndarray, fitted: np.ndarray) -> MonotoneMap:
+    """Centered isotonic regression (Oron & Flournoy, 2017): one knot per block of equal
+    fitted value, at the block's mean world-model score, plus the anchors' extreme scores
+    holding the end blocks' values. The map stays monotone and passes through every block
+    mean, but it rises between blocks instead of stepping."""
+    order = np.argsort(wm, kind="stable")
+    x, y = wm[order], fitted[order]
+    block_id = np.concatenate([[0], np.cumsum(np.diff(y) != 0)])
+    sizes = np.bincount(block_id)
+    centres = np.bincount(block_id, weights=x) / sizes
+    levels = y[np.concatenate([[0], np.cumsum(sizes)[:-1]])]
+    knots_x = np.concatenate([[x[0]], centres, [x[-1]]])
+    knots_y = np.concatenate([[levels[0]], levels, [levels[-1]]])
+    # An end block of one distinct score has its centre on the extreme score: drop the twin.
+    keep = np.concatenate([[True], np.diff(knots_x) > 0])
+    return MonotoneMap(knots_x[keep], knots_y[keep], wm.size)
+
+
+def apply_maps(maps: Maps, wm: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
+               strata: np.ndarray | None = None) -> np.ndarray:
+    """Calibrated scores of ``wm`` (one task label, and optionally one stratum, per score) through ``maps``."""
+    if maps.global_map is None:
+        return np.clip(wm, *config.score_range)
+    out = maps.global_map.predict(wm)
+    for stratum, stratum_map in (maps.stratum_maps.items() if strata is not None else ()):
+        rows = strata == stratum
+        if rows.any():
+            weight = _pool_weight(stratum_map.n_pairs, maps.stratum_prior)
+            out[rows] = weight * stratum_map.predict(wm[rows]) + (1 - weight) * out[rows]
+    for task, task_map in maps.task_maps.items():
+        rows = tasks == task
+        if rows.any():
+            # Partial pooling: a blend of two monotone maps is monotone, and the task's own
+            # map takes over as its pairs outnumber the prior's pseudo-pairs.
+            weight = _pool_weight(task_map.n_pairs, maps.task_prior)
+            out[rows] = weight * task_map.predict(wm[rows]) + (1 - weight) * out[rows]
+    return out
+
+
+def cross_fit(folds: np.ndarray, fit_predict: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """Out-of-fold predictions: ``fit_predict(train_mask, test_mask)`` for each fold."""
+    out = np.empty(folds.size)
+    for k in np.unique(folds):
+        test = folds == k
+        out[test] = fit_predict(~test, test)
+    return out
+
+
+def standard_error(values: np.ndarray) -> float:
+    """Standard error of the mean of ``values`` (0 for fewer than two)."""
+    return float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else 0.0
+
+
+def mean(values: np.ndarray) -> float:
+    """Mean of ``values``; NaN when there are none (no warning)."""
+    return float(values.mean()) if values.size else math.nan
