@@ -33,7 +33,8 @@ The ``corrections`` grid (issue 28) trains 12 steps with at least 2 anchor group
 run collects 112 anchor pairs (2 warmup steps at half anchors, then 2 of 8 groups), on the
 clean surrogate and the (a) saturate 4, (c) family bias 0.5, (d) swap 0.3 and (f) noise 0.1
 rows. A candidate is a sweep variant: ``fusion_rule=<rule>`` (mode ``wmrl-<rule>``; plain
-``wmrl`` is the default rule) or ``preset=paper`` (mode ``wmrl-paper-preset``: the reference
+``wmrl`` is the default rule), ``calibration_stratify=true`` (mode ``wmrl-stratified``: a
+calibration map per solution family) or ``preset=paper`` (mode ``wmrl-paper-preset``: the reference
 release's corrections, :data:`trainers.wmrl_config.PRESETS`, inside the grid's batch shape).
 Its per-run summaries (curve, final score, anchor pairs, w_A trace) are written to
 ``bench/results/stress_runs/corrections/`` so that a grid resumes on another machine and can
@@ -116,7 +117,7 @@ PRESETS["corrections"] = {**SCALE, "steps": 12, "min_anchor_groups": 2, "adaptiv
 #: (``measured``: the trainer's warmup measurement, the default; ``inverse_eta2``: c = 1/η̂² at
 #: the first residual), or ``preset`` (a :data:`trainers.wmrl_config.PRESETS` entry, keeping the
 #: grid's batch shape and warmup so that every mode of a row trains on the same batches).
-SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "c_rule", "preset")
+SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "calibration_stratify", "c_rule", "preset")
 # Settings every run of one --runs folder must share: a resumed run with others is refused.
 RUN_SETTINGS = ("steps", "warmup_steps", "tasks_per_step", "group_size", "learning_rate", "eval_every", "eval_k",
                 "eval_tasks",
@@ -216,6 +217,8 @@ class RunKey:
             return {}
         if name == "preset":
             return {k: v for k, v in CONFIG_PRESETS[value].items() if k not in GRID_SHAPE}
+        if name == "calibration_stratify":
+            return {name: value == "true"}
         return {name: value if name == "fusion_rule" else float(value)}
 
 
@@ -227,6 +230,8 @@ def mode_label(mode: str, variant: str) -> str:
         return f"{mode}-{value}"
     if name == "preset":
         return f"{mode}-{value}-preset"
+    if variant == "calibration_stratify=true":
+        return f"{mode}-stratified"
     return mode + (f" ({variant})" if variant else "")
 
 
@@ -413,7 +418,7 @@ def plot(rows: list[dict], out: Path, name: str = "stress") -> list[Path]:
         fig, axes = plt.subplots(1, len(advantages), figsize=(6 * len(advantages), 4.5), squeeze=False)
         for ax, advantage in zip(axes[0], advantages):
             for r in (r for r in subset if r["advantage"] == advantage):
-                if r["variant"] and not r["variant"].startswith(("fusion_rule=", "preset=")):
+                if r["variant"] and not r["variant"].startswith(("fusion_rule=", "preset=", "calibration_stratify=")):
                     continue  # one-setting sweeps are in the tables; the curves compare the modes
                 draw_curve(ax, r["curve"], f"{mode_label(r['mode'], r['variant'])}{' adaptive' if r['adaptive'] else ''}")
             ax.set(title=f"{corruption}, {advantage} advantages", xlabel="training compute (CPU-s)",
@@ -491,6 +496,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--sweep takes NAME=VALUE with NAME in {SWEEPABLE}, got {variant!r}")
         if name == "c_rule" and value not in ("measured", "inverse_eta2"):
             parser.error(f"c_rule is 'measured' or 'inverse_eta2', got {value!r}")
+        if name == "calibration_stratify" and value not in ("true", "false"):
+            parser.error(f"calibration_stratify is 'true' or 'false', got {value!r}")
         if name == "fusion_rule" and value not in ANCHOR_WEIGHT_RULES:
             parser.error(f"fusion_rule is one of {ANCHOR_WEIGHT_RULES}, got {value!r}")
         if name == "preset" and value not in CONFIG_PRESETS:
