@@ -298,6 +298,8 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
             "anchor_reasons": [h.get("anchors/reason") for h in history],
             "fusion_c": trainer.c, "w_anchor": [h.get("fusion/w_anchor") for h in history],
             "fusion_rule": config.fusion.rule,
+            "stratum_z_max": [h.get("calibration/stratum_z_max") for h in history],
+            "monotone_ok": [h.get("calibration/monotone_ok") for h in history],
             "anchor_pairs": _anchor_pairs(core),
             "eta2": [h.get("calibration/eta2") for h in history],
             "executions_run": core.scorer.ran, "executions_reused": core.scorer.reused}
