@@ -9,8 +9,11 @@ already in ``bench/results/main_job/`` is skipped, so an interrupted sweep resum
 
     python bench/main_job.py                          # seeds 0 1 2, executors bwrap and auto
     python bench/main_job.py --seeds 0 --executors auto
+    python bench/main_job.py --env wmrl/DSBench-v0 --seeds 0 --executors auto   # the DSBench row
 
-Writes ``bench/results/main_job/<executor>-s<seed>.json`` per run and ``main_job.{json,md}``:
+Writes ``bench/results/main_job/<executor>-s<seed>.json`` per run and ``main_job.{json,md}``
+(DSBench: ``main_job/dsbench-<executor>-s<seed>.json`` and ``main_job_dsbench.{json,md}``, with
+the held-out RPG beside the position score):
 per executor, mean ± SE over seeds of the wall time, the CPU-seconds and the held-out scores,
 and the wall-time ratio of each seed's pair.
 """
@@ -32,6 +35,7 @@ from wmrl_envs.provenance import provenance
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 RUNS = RESULTS / "main_job"
+DEFAULT_ENV = "wmrl/MLEDojo-v0"
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:
@@ -40,13 +44,13 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
 
 
-def run_once(executor: str, seed: int) -> dict:
+def run_once(executor: str, seed: int, env: str) -> dict:
     """One whole main job; its summary (what the results file keeps of it)."""
     with tempfile.TemporaryDirectory(prefix="wmrl-main-job-") as folder:
         out = Path(folder) / "run"
         start = time.perf_counter()
         proc = subprocess.run(["bash", "scripts/main.sh", "--seed", str(seed), "--executor", executor,
-                               "--output-dir", str(out)], cwd=REPO, capture_output=True, text=True)
+                               "--output-dir", str(out), "--env", env], cwd=REPO, capture_output=True, text=True)
         wall = time.perf_counter() - start
         if proc.returncode != 0:
             raise SystemExit(f"main job ({executor}, seed {seed}) failed:\n{proc.stderr[-4000:]}")
@@ -55,7 +59,8 @@ def run_once(executor: str, seed: int) -> dict:
     reports = {r["policy"]: r["summary"] for r in results["reports"]}
     untrained, trained = (next(s for p, s in reports.items() if p.startswith(prefix))
                           for prefix in ("untrained", "trained"))
-    return {"executor": executor, "seed": seed, "job_wall_s": wall,
+    return {"executor": executor, "seed": seed, "env": env, "job_wall_s": wall,
+            "heldout_rpg_untrained": untrained.get("rpg_mean"), "heldout_rpg_trained": trained.get("rpg_mean"),
             "ledger_cpu_s": sum(e["cpu_s"] for e in ledger["totals"].values()),
             "ledger_wall_s": sum(e["wall_s"] for e in ledger["totals"].values()),
             "heldout_untrained": untrained["score_mean"], "heldout_trained": trained["score_mean"],
@@ -82,11 +87,12 @@ def summarise(runs: list[dict], executors: list[str], seeds: list[int]) -> dict:
     return {"executors": table, "pairs": pairs}
 
 
-def markdown(summary: dict, runs: list[dict]) -> str:
+def markdown(summary: dict, runs: list[dict], env: str) -> str:
     fmt = lambda ms, d=3: f"{ms[0]:.{d}f} ± {ms[1]:.{d}f}" if not math.isnan(ms[1]) else f"{ms[0]:.{d}f}"  # noqa: E731
-    lines = ["### The main job, cold and default executor", "",
-             f"`scripts/main.sh` with set-up cached, {runs[0]['machine']['cores']} cores; mean ± SE over seeds. "
-             "`auto` is the default executor (warm where the host allows it).", "",
+    lines = [f"### The main job on `{env}`, cold and default executor", "",
+             f"`scripts/main.sh --env {env}` with set-up cached, {runs[0]['machine']['cores']} cores; mean ± SE over "
+             "seeds (a single seed shows no SE). `auto` is the default executor (warm where the host allows it). "
+             "Held-out: avg@4 position score by real execution" + (", and RPG" if env != DEFAULT_ENV else "") + ".", "",
              "| executor | seeds | job wall (min) | ledger CPU-s | held-out untrained | held-out trained |",
              "|---|---|---:|---:|---:|---:|"]
     for name, row in summary["executors"].items():
@@ -100,9 +106,12 @@ def markdown(summary: dict, runs: list[dict]) -> str:
     lines += ["", "| executor | seed | job wall (s) | ledger CPU-s | held-out untrained | held-out trained | commit |",
               "|---|---:|---:|---:|---:|---:|---|"]
     for r in sorted(runs, key=lambda r: (r["executor"], r["seed"])):
+        rpg = "" if r.get("heldout_rpg_trained") is None else \
+            f" (RPG {r['heldout_rpg_untrained']:.3f} -> {r['heldout_rpg_trained']:.3f})"
         lines.append(f"| {r['executor']} | {r['seed']} | {r['job_wall_s']:.0f} | {r['ledger_cpu_s']:.0f} | "
-                     f"{r['heldout_untrained']:.3f} | {r['heldout_trained']:.3f} | `{r['machine']['commit'][:10]}` |")
-    lines += ["", "Rerun: `python bench/main_job.py` (skips the runs already in `bench/results/main_job/`)."]
+                     f"{r['heldout_untrained']:.3f} | {r['heldout_trained']:.3f}{rpg} | `{r['machine']['commit'][:10]}` |")
+    flag = "" if env == DEFAULT_ENV else f" --env {env}"
+    lines += ["", f"Rerun: `python bench/main_job.py{flag}` (skips the runs already in `bench/results/main_job/`)."]
     return "\n".join(lines) + "\n"
 
 
@@ -110,24 +119,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--executors", nargs="+", default=["bwrap", "auto"])
+    parser.add_argument("--env", default=DEFAULT_ENV, choices=(DEFAULT_ENV, "wmrl/DSBench-v0"))
     args = parser.parse_args()
+    prefix, name = ("", "main_job") if args.env == DEFAULT_ENV else ("dsbench-", "main_job_dsbench")
     RUNS.mkdir(parents=True, exist_ok=True)
     for seed in args.seeds:
         for executor in args.executors:
-            path = RUNS / f"{executor}-s{seed}.json"
+            path = RUNS / f"{prefix}{executor}-s{seed}.json"
             if path.exists():
                 print(f"{path.name}: already there, skipped")
                 continue
             print(f"main job, executor {executor}, seed {seed} ...", flush=True)
-            summary = run_once(executor, seed)
+            summary = run_once(executor, seed, args.env)
             path.write_text(json.dumps(summary, indent=2) + "\n")
             print(f"  {summary['job_wall_s']:.0f} s, held-out trained {summary['heldout_trained']:.3f}", flush=True)
-    runs = [json.loads(p.read_text()) for p in sorted(RUNS.glob("*.json"))]
-    runs = [r for r in runs if r["executor"] in args.executors]
+    runs = [json.loads(p.read_text()) for p in sorted(RUNS.glob(f"{prefix}*.json"))]
+    runs = [r for r in runs if r["executor"] in args.executors and r.get("env", DEFAULT_ENV) == args.env]
     summary = summarise(runs, args.executors, args.seeds)
-    (RESULTS / "main_job.json").write_text(json.dumps({"summary": summary, "runs": runs}, indent=2) + "\n")
-    (RESULTS / "main_job.md").write_text(markdown(summary, runs))
-    print(markdown(summary, runs))
+    (RESULTS / f"{name}.json").write_text(json.dumps({"summary": summary, "runs": runs}, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(markdown(summary, runs, args.env))
+    print(markdown(summary, runs, args.env))
 
 
 if __name__ == "__main__":
