@@ -72,17 +72,15 @@ from wmrl_envs.libero.tasks import (
 from wmrl_envs.libero.trajectory import Trajectory
 from wmrl_envs.scoring import (
     AnchorSchedule,
-    ConstantSchedule,
     FusionConfig,
-    HashSchedule,
     ScoredGroup,
     ScoreResult,
     ScoringCore,
-    shared_calibrator,
+    check_reward_mode,
+    env_core,
 )
 from wmrl_envs.scoring.schedule import check_stream
 
-REWARD_MODES = ("real", "world_model", "fused")
 OBS_MODES = ("state", "pixels", "both")
 CALIBRATOR_KEY = "libero/success_model"
 
@@ -123,8 +121,7 @@ class LiberoEnvConfig:
     reward_model: str | None = None
 
     def __post_init__(self) -> None:
-        if self.reward not in REWARD_MODES:
-            raise ConfigError(f"reward must be one of {REWARD_MODES}, got {self.reward!r}")
+        check_reward_mode(self.reward)
         if self.obs_mode not in OBS_MODES:
             raise ConfigError(f"obs_mode must be one of {OBS_MODES}, got {self.obs_mode!r}")
         if self.render_mode not in (None, "rgb_array"):
@@ -151,7 +148,8 @@ class LiberoLongEnv(gym.Env):
     """LIBERO-Long with real, world-model or fused success rewards.
 
     Keywords: those of :class:`LiberoEnvConfig`, plus ``schedule`` (an anchor schedule for
-    ``reward="fused"``), ``calibrator`` (default: the process-wide one of the reward model) and
+    ``reward="fused"``), ``calibrator`` (default: :func:`~wmrl_envs.scoring.env_core`'s, the
+    process-wide one of the reward model; a ``real`` env's own) and
     ``core`` (a ready :class:`~wmrl_envs.scoring.ScoringCore`, e.g. a trainer's; it replaces
     both, and its reward must match ``reward``).
     """
@@ -161,10 +159,7 @@ class LiberoLongEnv(gym.Env):
     def __init__(self, *, schedule: AnchorSchedule | None = None, calibrator: Any = None,
                  core: ScoringCore | None = None, **kwargs: Any) -> None:
         self.config = LiberoEnvConfig(**kwargs)
-        if core is not None and core.reward != self.config.reward:
-            raise ConfigError(f"the given core serves reward={core.reward!r}, not {self.config.reward!r}")
-        if schedule is not None and self.config.reward != "fused":
-            raise ConfigError(f"an anchor schedule needs reward='fused', not {self.config.reward!r}")
+        check_reward_mode(self.config.reward, schedule=schedule, core=core)
         self._schedule, self._given_calibrator, self._core = schedule, calibrator, core
         self.render_mode = self.config.render_mode
         self.observation_space: spaces.Dict = self._observation_space()
@@ -261,19 +256,16 @@ class LiberoLongEnv(gym.Env):
         """The scoring core every episode of this env is scored through (built on first use)."""
         if self._core is None:
             cfg = self.config
-            schedule = (self._schedule or HashSchedule(cfg.anchor_fraction, cfg.anchor_seed)
-                        if cfg.reward == "fused" else ConstantSchedule(cfg.reward))
-            calibrator = self._given_calibrator
-            if calibrator is None:
-                calibrator = shared_calibrator(f"{CALIBRATOR_KEY}/{self.reward_model.name}")
-            self._core = ScoringCore(schedule, calibrator, FusionConfig(w_max=cfg.w_max, c=cfg.c))
+            self._core = env_core(cfg.reward, lambda: f"{CALIBRATOR_KEY}/{self.reward_model.name}",
+                                  schedule=self._schedule, calibrator=self._given_calibrator,
+                                  anchor_fraction=cfg.anchor_fraction, anchor_seed=cfg.anchor_seed,
+                                  fusion=FusionConfig(w_max=cfg.w_max, c=cfg.c))
         return self._core
 
     @core.setter
     def core(self, core: ScoringCore) -> None:
         """Score later episodes through ``core`` (a trainer's, say); its reward must match the env's."""
-        if core.reward != self.config.reward:
-            raise ConfigError(f"the given core serves reward={core.reward!r}, not {self.config.reward!r}")
+        check_reward_mode(self.config.reward, core=core)
         self._core = core
 
     @property
