@@ -7,8 +7,8 @@ seed by seed, so that a drift in the machine's load falls on both. Per run it re
 wall time, the ledger's CPU-seconds and the held-out position scores; a run whose summary is
 already in ``bench/results/main_job/`` is skipped, so an interrupted sweep resumes.
 
-    python bench/main_job.py                          # seeds 0 1 2, executors bwrap and auto
-    python bench/main_job.py --seeds 0 --executors auto
+    python -m bench.main_job                          # seeds 0 1 2, executors bwrap and auto
+    python -m bench.main_job --seeds 0 --executors auto
 
 Writes ``bench/results/main_job/<executor>-s<seed>.json`` per run and ``main_job.{json,md}``:
 per executor, mean ± SE over seeds of the wall time, the CPU-seconds and the held-out scores,
@@ -20,24 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.common import RESULTS, mean_se, rerun_command
 from wmrl_envs.provenance import provenance
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
+REPO = Path(__file__).resolve().parents[1]
 RUNS = RESULTS / "main_job"
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return (values[0] if values else math.nan), math.nan
-    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
 
 
 def run_once(executor: str, seed: int) -> dict:
@@ -102,7 +95,7 @@ def markdown(summary: dict, runs: list[dict]) -> str:
     for r in sorted(runs, key=lambda r: (r["executor"], r["seed"])):
         lines.append(f"| {r['executor']} | {r['seed']} | {r['job_wall_s']:.0f} | {r['ledger_cpu_s']:.0f} | "
                      f"{r['heldout_untrained']:.3f} | {r['heldout_trained']:.3f} | `{r['machine']['commit'][:10]}` |")
-    lines += ["", "Rerun: `python bench/main_job.py` (skips the runs already in `bench/results/main_job/`)."]
+    lines += ["", f"Rerun: `{rerun_command(__spec__.name)}` (skips the runs already in `bench/results/main_job/`)."]
     return "\n".join(lines) + "\n"
 
 
