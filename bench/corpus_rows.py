@@ -38,7 +38,7 @@ def corpus_rows(corpus_path: Path, split: str = "heldout"):
 def capped_script(item: corpus_lib.CorpusItem) -> tuple[str, object]:
     """The script of a corpus row and its task, the wall clock capped as the corpus builder does."""
     task = get_task(item.task_id)
-    cap = LOOP_WALL_CAP_S if item.mutation == "infinite_loop" else WALL_CAP_S
+    cap = LOOP_WALL_CAP_S if item.mutation in corpus_lib.TIMEOUT_MUTATIONS else WALL_CAP_S
     if cap < task.limits.wall_s:
         limits = dataclasses.replace(task.limits, wall_s=cap)
         task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, limits=limits))
