@@ -35,15 +35,15 @@ Recorded per run, in ``bench/results/buggy_agent/<run>.json`` as each run finish
 A rerun skips the runs already there, unless the arm's world model changed since (the shipped
 artefact gained a status head, say) or the run predates the ledger charging memoized replays:
 such a run is stale and trains again (with the memo, in seconds to a few minutes). Executions are
-memoized as in ``bench/stress.py`` (every reuse charged its first run's cost).
+memoized as in ``bench/stress.py`` (:mod:`bench.training`) (every reuse charged its first run's cost).
 Aggregates (mean ± SE over seeds) of every finished run in the folder go to
 ``bench/results/buggy_agent.json``, ``.md`` and ``.png``.
 
-    OMP_NUM_THREADS=1 python bench/buggy_agent.py --workers 2        # every run not yet done
-    python bench/buggy_agent.py --report                            # aggregate what finished
+    OMP_NUM_THREADS=1 python -m bench.buggy_agent --workers 2        # every run not yet done
+    python -m bench.buggy_agent --report                            # aggregate what finished
 
-Default scale: 8 steps of 8 groups x 4 rollouts on ``stress.FAST_TRAIN`` (learning rate 0.03, as
-the stress protocol), held-out avg@4 on ``stress.FAST_HELDOUT`` at steps 0, 4 and 8, against the
+Default scale: 8 steps of 8 groups x 4 rollouts on ``training.FAST_TRAIN`` (learning rate 0.03, as
+the stress protocol), held-out avg@4 on ``training.FAST_HELDOUT`` at steps 0, 4 and 8, against the
 main job's 24 steps on every train task. On 2 shared cores with a cold memo a ``world_model`` run
 took 1-2.5 minutes, a ``wmrl`` run 2.5-6 and a ``real`` run 3-10; the first 15 runs (five arms x three seeds)
 about 50 minutes; with the memo warm, a rerun takes seconds to a minute a run.
@@ -57,7 +57,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -66,24 +65,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from agents.code.policy import DEFAULT_BUG_OPERATORS, NO_BUG
+from bench.common import RESULTS, mean_se, rerun_command, setup_threads
+from bench.curves import draw_curve, mean_curve
+from bench.training import FAST_HELDOUT, FAST_TRAIN, ExecutionMemo, MemoScorer, load_run
+from trainers.evaluate import select_tasks
+from trainers.families import get_family
+from trainers.families.code import scorer_options
+from trainers.policies import make_policy
+from trainers.wmrl import WMRLTrainer, make_core
+from trainers.wmrl_config import WMRLConfig
+from wmrl_envs.provenance import provenance
+from wmrl_envs.scoring import extract_code
+from wmrl_envs.world_models import make_world_model
+from wmrl_envs.world_models.proofs import Prover
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from curves import draw_curve, mean_curve  # noqa: E402
-from libero_common import mean_se, setup_threads  # noqa: E402
-from stress import FAST_HELDOUT, FAST_TRAIN, ExecutionMemo, MemoScorer, load_run  # noqa: E402
-from agents.code.policy import DEFAULT_BUG_OPERATORS, NO_BUG  # noqa: E402
-from wmrl_envs.provenance import provenance  # noqa: E402
-from trainers.evaluate import select_tasks  # noqa: E402
-from trainers.families import get_family  # noqa: E402
-from trainers.families.code import scorer_options  # noqa: E402
-from trainers.policies import make_policy  # noqa: E402
-from trainers.wmrl import WMRLTrainer, make_core  # noqa: E402
-from trainers.wmrl_config import WMRLConfig  # noqa: E402
-from wmrl_envs.scoring import extract_code  # noqa: E402
-from wmrl_envs.world_models import make_world_model  # noqa: E402
-from wmrl_envs.world_models.proofs import Prover  # noqa: E402
-
 ENV_ID, SUITE, POLICY = "wmrl/MLEDojo-v0", "mle", "grammar-buggy"
 #: The commit whose surrogate artefact is the old, score-only world model.
 OLD_COMMIT = "1c24862"
@@ -98,7 +95,6 @@ SCALE: dict[str, Any] = {"steps": 8, "tasks_per_step": 8, "group_size": 4, "lear
                          "eval_tasks": list(FAST_HELDOUT)}
 # Settings every run of one results folder must share (a resumed run with others is refused).
 RUN_SETTINGS = (*SCALE, "bug_operators")
-RESULTS = ROOT / "bench" / "results"
 
 
 # ------------------------------------------------------------------ the two world models
@@ -473,8 +469,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
     lines += ["", f"{meta['cores']} cores, {meta['ram_gib']} GiB RAM, {meta['date'][:10]}, "
               f"commit `{meta['commit'][:10]}`. "
               f"Per-run summaries: `bench/results/buggy_agent/` (every finished run there is aggregated; a run "
-              f"trains with `python bench/buggy_agent.py --workers 2 --arms MODE:WM --seeds N`). Written by "
-              f"`python bench/buggy_agent.py {' '.join(meta['argv'])}`."]
+              f"trains with `python -m bench.buggy_agent --workers 2 --arms MODE:WM --seeds N`). Written by "
+              f"`{rerun_command(__spec__.name, meta['argv'])}`."]
     return "\n".join(lines) + "\n"
 
 

@@ -15,7 +15,7 @@ not drawn. Among the ``cv`` settings, the one with the lowest MAE averaged over 
 wins. Fixed priors are scored for comparison: the best of them can win on one suite, but a
 fixed value cannot adapt to a world model whose error is the same on every task.
 
-    python bench/calibrator_settings.py --corpus assets/world_models/dsbench_corpus.csv
+    python -m bench.calibrator_settings --corpus assets/world_models/dsbench_corpus.csv
 
 Writes ``bench/results/calibrator_settings.{json,md}``.
 """
@@ -26,23 +26,20 @@ import argparse
 import itertools
 import json
 import os
-import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
+from bench.common import RESULTS, rerun_command
+from bench.corpus_rows import corpus_rows, draw_groups
+from wmrl_envs.calibration import Calibrator, CalibratorConfig
+from wmrl_envs.provenance import provenance
+from wmrl_envs.world_models import corpus as corpus_lib
+from wmrl_envs.world_models import surrogate as surrogate_lib
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from wmrl_envs.provenance import provenance  # noqa: E402
-from wmrl_envs.calibration import Calibrator, CalibratorConfig  # noqa: E402
-from wmrl_envs.world_models import corpus as corpus_lib  # noqa: E402
-from wmrl_envs.world_models import surrogate as surrogate_lib  # noqa: E402
-from world_model_quality import corpus_rows  # noqa: E402  (bench/ is on sys.path when run as a script)
-
-RESULTS = REPO / "bench" / "results"
 
 
 def train_rows(corpus: Path, artefact: Path):
@@ -54,17 +51,6 @@ def train_rows(corpus: Path, artefact: Path):
     tasks, scripts, real, frame = corpus_rows(corpus, split="train")
     pred = np.array([p.score for p in model.predict(tasks, scripts)])
     return pred, real, frame["task_id"].to_numpy()
-
-
-def draw_groups(task_ids: np.ndarray, n: int, group_size: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices of ``n`` pairs drawn as whole groups: a random task, then ``group_size`` of its rows."""
-    left = {t: list(rng.permutation(np.flatnonzero(task_ids == t))) for t in np.unique(task_ids)}
-    drawn: list[int] = []
-    while len(drawn) < n:
-        task = rng.choice([t for t, rows in left.items() if rows])
-        take = min(group_size, n - len(drawn), len(left[task]))
-        drawn += [left[task].pop() for _ in range(take)]
-    return np.array(drawn)
 
 
 def score_settings(pred, real, task_ids, settings, sizes, seeds, group_size) -> list[dict]:
@@ -112,7 +98,7 @@ def markdown(report: dict) -> str:
                   "to the global map for a world model whose error is not (`tests/unit/test_calibration.py`, "
                   "`test_task_prior_chosen_from_anchors_*`)."]
     lines += ["", f"{m['cores']} cores, {m['date'][:10]}, commit `{m['commit'][:10]}`. "
-              f"Rerun: `python bench/calibrator_settings.py --corpus {report['config']['corpus']}`"]
+              f"Rerun: `{rerun_command(__spec__.name, ['--corpus', report['config']['corpus']])}`"]
     return "\n".join(lines) + "\n"
 
 

@@ -5,7 +5,7 @@ Each mode trains the grammar policy from the same initialisation on the same tas
 execution. Compute is read from each run's ledger. Writes
 ``bench/results/compare_modes.json`` and ``.md``.
 
-    python bench/compare_modes.py --modes real wmrl --steps 15 --tasks-per-step 6 --eval-k 4 --seeds 0
+    python -m bench.compare_modes --modes real wmrl --steps 15 --tasks-per-step 6 --eval-k 4 --seeds 0
 """
 
 from __future__ import annotations
@@ -13,21 +13,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from bench.common import RESULTS, rerun_command
+from trainers.evaluate import EvalConfig, evaluate
+from trainers.families import get_family
+from trainers.policies import make_policy, policy_responder
+from trainers.wmrl import WMRLTrainer
+from trainers.wmrl_config import MODES, WMRLConfig
+from wmrl_envs.provenance import provenance
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from wmrl_envs.provenance import provenance  # noqa: E402
-from trainers.evaluate import EvalConfig, evaluate  # noqa: E402
-from trainers.families import get_family  # noqa: E402
-from trainers.policies import make_policy, policy_responder  # noqa: E402
-from trainers.wmrl import WMRLTrainer  # noqa: E402
-from trainers.wmrl_config import MODES, WMRLConfig  # noqa: E402
-
 TARGET_RATIO = 3.0  # issue 4: wmrl at least 3x cheaper than real, held-out score within 1 SE
 
 
@@ -80,7 +78,7 @@ def markdown(rows: list[dict], args: argparse.Namespace, meta: dict) -> str:
                     line += f" Target >= {TARGET_RATIO:.0f}x at no worse than 1 SE below: {verdict}."
                 lines.append(line)
     lines += ["", f"{meta['cores']} cores, {meta['ram_gib']} GiB RAM, {meta['date'][:10]}, commit "
-                  f"`{meta['commit'][:10]}`. Rerun: `python bench/compare_modes.py {' '.join(meta['argv'])}`"]
+                  f"`{meta['commit'][:10]}`. Rerun: `{rerun_command(__spec__.name, meta['argv'])}`"]
     return "\n".join(lines) + "\n"
 
 
@@ -93,7 +91,7 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--eval-k", type=int, default=4)
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "compare_modes")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     rows = [run_mode(mode, seed, args) for seed in args.seeds for mode in args.modes]
     args.out.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ task, into a calibrator with the trainer's settings, and the rows not drawn scor
   at the end, fitted on every pair or on the last ``pair_window``, scores the final step's
   predictions.
 
-    python bench/corruption_calibration.py            # about 10 min on 2 cores
+    python -m bench.corruption_calibration            # about 10 min on 2 cores
 
 Writes ``bench/results/corruption_calibration.{json,md}``.
 """
@@ -40,21 +40,16 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
+from bench.common import RESULTS, median_flag, rerun_command
+from bench.corpus_rows import corpus_rows, draw_groups
+from trainers.wmrl_config import WMRLConfig
+from wmrl_envs.calibration import Calibrator
+from wmrl_envs.provenance import provenance
+from wmrl_envs.world_models import make_world_model
+from wmrl_envs.world_models.code_features import solution_family
+from wmrl_envs.world_models.corrupted import CorruptedWorldModel, Corruption
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from calibrator_settings import draw_groups  # noqa: E402  (bench/ is on sys.path when run as a script)
-from stress import median_flag  # noqa: E402
-from world_model_quality import corpus_rows  # noqa: E402
-
-from wmrl_envs.provenance import provenance  # noqa: E402
-from trainers.wmrl_config import WMRLConfig  # noqa: E402
-from wmrl_envs.calibration import Calibrator  # noqa: E402
-from wmrl_envs.world_models import make_world_model  # noqa: E402
-from wmrl_envs.world_models.code_features import solution_family  # noqa: E402
-from wmrl_envs.world_models.corrupted import CorruptedWorldModel, Corruption  # noqa: E402
-
-RESULTS = REPO / "bench" / "results"
 ASSETS = REPO / "assets" / "world_models"
 SUITES = {"mle": (ASSETS / "corpus.csv", ("heldout",)), "dsbench": (ASSETS / "dsbench_corpus.csv", ("train", "heldout"))}
 #: Every strength run, defaults included (report all, not only those that show an effect).
@@ -247,7 +242,7 @@ def markdown(result: dict) -> str:
         w = d["by_window"]
         lines.append(f"| {d['suite']} | {fmt(d['raw'])} | {fmt(w['None'])} | {fmt(w['40'])} | {fmt(w['80'])} |")
     lines += ["", f"{meta['cores']} cores, {meta['date'][:10]}, commit `{meta['commit'][:10]}`. "
-              f"Rerun: `python bench/corruption_calibration.py {' '.join(meta['argv'])}`"]
+              f"Rerun: `{rerun_command(__spec__.name, meta['argv'])}`"]
     return "\n".join(lines) + "\n"
 
 

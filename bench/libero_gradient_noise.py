@@ -35,7 +35,7 @@ takes. The batch is saved (``<run>/gradient-batch-g<groups>[-t<T>].pt``), so the
 without the simulator. Results: ``<run>/gradient-noise-g<groups>[-t<T>].json`` per policy, and ``bench/results/
 libero_gradient_noise.{json,md}`` (mean ± SE over policies)::
 
-    python bench/libero_gradient_noise.py --policies bc-s6 bc-s3 bc-s7 --groups 32
+    python -m bench.libero_gradient_noise --policies bc-s6 bc-s3 bc-s7 --groups 32
 """
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from libero_common import auroc, mean_se, setup_threads, write_result
+
+from bench.common import auroc, mean_se, setup_threads, write_result
 
 if TYPE_CHECKING:
     import torch
@@ -483,7 +484,7 @@ def main() -> None:
             out.write_text(json.dumps(measure(policy, name, batch, args.baseline_every),
                                       indent=2, default=float))
         results.append(json.loads(out.read_text()))
-    md = write_result(args.result, {"policies": args.policies, "groups": args.groups,
+    md = write_result(args.result, __spec__.name, {"policies": args.policies, "groups": args.groups,
                                     "temperature": args.temperature, "results": results}, report(results))
     print(md.read_text())
 

@@ -11,7 +11,7 @@ episodes from ``bench/libero_vla.py eval``).
 * **Cost**: reward-model seconds per prediction against the simulator seconds it saves, the
   steps from ``wm_horizon`` to the episode's end, timed here on a few fresh episodes.
 
-    python bench/libero_reward_model.py [--wm-horizon 260] [--timing-episodes 4]
+    python -m bench.libero_reward_model [--wm-horizon 260] [--timing-episodes 4]
 
 Writes ``bench/results/libero_reward_model.json`` and ``.md``.
 """
@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from libero_common import auroc, setup_threads, write_result
+
+from bench.common import auroc, setup_threads, write_result
 
 HORIZONS = (60, 120, 200, 260, 380, 520)
 
@@ -109,7 +110,7 @@ def main() -> None:
     ])
     payload = {"config": {k: str(v) for k, v in vars(args).items()}, "model": model.name, "model_meta": model.meta,
                "by_source": by_source, "overall": overall, "auroc_by_horizon": by_horizon, "cost": cost}
-    print(write_result("libero_reward_model", payload, md).read_text())
+    print(write_result("libero_reward_model", __spec__.name, payload, md).read_text())
 
 
 if __name__ == "__main__":

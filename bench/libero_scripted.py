@@ -3,7 +3,7 @@
 The controller is the demonstration source for behaviour cloning, so its per-task success
 bounds what BC can learn. Trial ``k`` starts from init state ``k`` of the task.
 
-    python bench/libero_scripted.py [--trials 10] [--save data/libero/scripted.npz]
+    python -m bench.libero_scripted [--trials 10] [--save data/libero/scripted.npz]
 
 Writes ``bench/results/libero_scripted.json`` and ``.md``.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from libero_common import setup_threads, write_result
+from bench.common import setup_threads, write_result
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
     md = (f"### Scripted controller on LIBERO-Long (privileged state)\n\n{report.to_markdown()}\n\n"
           f"{report.simulation_steps} simulator steps, {report.simulation_s:.0f} s of simulation, "
           f"{report.wall_s:.0f} s wall.")
-    print(write_result("libero_scripted", {"config": vars(args), **report.to_dict()}, md).read_text())
+    print(write_result("libero_scripted", __spec__.name, {"config": vars(args), **report.to_dict()}, md).read_text())
 
 
 if __name__ == "__main__":

@@ -30,16 +30,16 @@ output exists, so the whole protocol resumes after an interruption.
   the success model scored the anchor groups of each WMRL run.
   ``report --seeds 6 7 8`` prints the view of some seeds and writes nothing.
 
-    python bench/libero_vla.py all --seeds 0 1 2          # every stage below, resumable
-    python bench/libero_vla.py bc --seed 0
-    python bench/libero_vla.py probe --policy bc-s0 --temperature 1.0
-    python bench/libero_vla.py finetune --mode wmrl --seed 0
-    python bench/libero_vla.py eval --policy wmrl-s0 --step 4
-    python bench/libero_vla.py drift --policy wmrl-s0
-    python bench/libero_vla.py report
+    python -m bench.libero_vla all --seeds 0 1 2          # every stage below, resumable
+    python -m bench.libero_vla bc --seed 0
+    python -m bench.libero_vla probe --policy bc-s0 --temperature 1.0
+    python -m bench.libero_vla finetune --mode wmrl --seed 0
+    python -m bench.libero_vla eval --policy wmrl-s0 --step 4
+    python -m bench.libero_vla drift --policy wmrl-s0
+    python -m bench.libero_vla report
 
 The full protocol (10 tasks x 50 init states) for one policy:
-``python bench/libero_vla.py eval --policy wmrl-s0 --protocol``.
+``python -m bench.libero_vla eval --policy wmrl-s0 --protocol``.
 """
 
 from __future__ import annotations
@@ -52,8 +52,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-from curves import crossing, draw_curve, mean_curve
-from libero_common import concordance, mean_se, setup_threads, write_result
+
+from bench.common import concordance, mean_se, setup_threads, write_result
+from bench.curves import crossing, draw_curve, mean_curve
 
 if TYPE_CHECKING:
     import torch
@@ -93,7 +94,7 @@ def stage_bc(args: argparse.Namespace) -> None:
              if t.success and t.source.startswith("scripted") and t.init_state < 40 and t.task_index in args.tasks]
     if not demos:
         raise SystemExit(f"no scripted successes of tasks {args.tasks} in {args.demos}: run "
-                         f"bench/libero_scripted.py --trials 40 --tasks {' '.join(map(str, args.tasks))} --save FILE")
+                         f"python -m bench.libero_scripted --trials 40 --tasks {' '.join(map(str, args.tasks))} --save FILE")
     config = BCConfig(epochs=args.epochs, seed=args.seed)
     policy, losses = behaviour_clone(demos, config, VLAConfig(hidden=args.hidden, blocks=args.blocks), progress=True)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -691,7 +692,7 @@ def stage_report(args: argparse.Namespace) -> None:
                         "greedy": True},
                "rows": rows, "summary": summary, "curves": curves, "protocol": protocol, "fresh": fresh,
                "pooled": pooled, "training_success": training, "drift": drift, "anchor_groups": anchors}
-    md = write_result("libero_vla", payload, markdown)
+    md = write_result("libero_vla", __spec__.name, payload, markdown)
     print(md.read_text())
     print(f"wrote {md.with_suffix('.json')}, {md} and {plot_curves(summary, md.with_suffix('.png'))}")
 

@@ -7,9 +7,9 @@ seed by seed, so that a drift in the machine's load falls on both. Per run it re
 wall time, the ledger's CPU-seconds and the held-out position scores; a run whose summary is
 already in ``bench/results/main_job/`` is skipped, so an interrupted sweep resumes.
 
-    python bench/main_job.py                          # seeds 0 1 2, executors bwrap and auto
-    python bench/main_job.py --seeds 0 --executors auto
-    python bench/main_job.py --env wmrl/DSBench-v0 --seeds 0 --executors auto   # the DSBench row
+    python -m bench.main_job                          # seeds 0 1 2, executors bwrap and auto
+    python -m bench.main_job --seeds 0 --executors auto
+    python -m bench.main_job --env wmrl/DSBench-v0 --seeds 0 --executors auto   # the DSBench row
 
 Writes ``bench/results/main_job/<executor>-s<seed>.json`` per run and ``main_job.{json,md}``
 (DSBench: ``main_job/dsbench-<executor>-s<seed>.json`` and ``main_job_dsbench.{json,md}``, with
@@ -23,25 +23,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.common import RESULTS, mean_se, rerun_command
 from wmrl_envs.provenance import provenance
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
+REPO = Path(__file__).resolve().parents[1]
 RUNS = RESULTS / "main_job"
 DEFAULT_ENV = "wmrl/MLEDojo-v0"
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return (values[0] if values else math.nan), math.nan
-    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
 
 
 def run_once(executor: str, seed: int, env: str) -> dict:
@@ -111,7 +104,7 @@ def markdown(summary: dict, runs: list[dict], env: str) -> str:
         lines.append(f"| {r['executor']} | {r['seed']} | {r['job_wall_s']:.0f} | {r['ledger_cpu_s']:.0f} | "
                      f"{r['heldout_untrained']:.3f} | {r['heldout_trained']:.3f}{rpg} | `{r['machine']['commit'][:10]}` |")
     flag = "" if env == DEFAULT_ENV else f" --env {env}"
-    lines += ["", f"Rerun: `python bench/main_job.py{flag}` (skips the runs already in `bench/results/main_job/`)."]
+    lines += ["", f"Rerun: `{rerun_command(__spec__.name)}{flag}` (skips the runs already in `bench/results/main_job/`)."]
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,7 @@ compared with the operator's claim.
 
 Writes ``bench/results/mutation_check.json`` and ``.md``; exits 1 if any claim is wrong.
 
-    python bench/mutation_check.py [--per-operator 3] [--workers 2] [--wall-s 60] [--loop-wall-s 5]
+    python -m bench.mutation_check [--per-operator 3] [--workers 2] [--wall-s 60] [--loop-wall-s 5]
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import json
 import random
 import sys
 import time
-from pathlib import Path
 
 from agents.code.grammar import SLOTS, SolutionChoices, render_script
+from bench.common import RESULTS, rerun_command
 from wmrl_envs.grading.metrics import get_metric
 from wmrl_envs.outcome import TIMEOUT
 from wmrl_envs.provenance import provenance
@@ -34,7 +34,6 @@ from wmrl_envs.tasks import get_task
 from wmrl_envs.tasks.spec import Task
 from wmrl_envs.world_models.mutations import OPERATORS, Mutation, MutationNotApplicable, mutate
 
-RESULTS = Path(__file__).resolve().parent / "results"
 # Small tasks of every prediction kind (label, probability, class probabilities, value), with
 # string and numeric features, lower- and upper-case column names.
 POOL = {
@@ -135,7 +134,7 @@ def markdown(report: dict) -> str:
     lines = [
         "# Mutation operators: claimed vs executed outcome", "",
         f"{report['runs']} sandbox runs of {report['operators']} operators, {report['workers']} workers, "
-        f"{report['wall_s']} s; {report['wrong']} claim(s) wrong. Written by `bench/mutation_check.py` "
+        f"{report['wall_s']} s; {report['wrong']} claim(s) wrong. Written by `{rerun_command(__spec__.name, report['argv'])}` "
         f"on {report['date'][:10]}, commit `{report['commit'][:10]}`.", "",
         "| operator | task | kind | choices | expected | observed | ok |",
         "|---|---|---|---|---|---|---|",

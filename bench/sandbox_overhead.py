@@ -27,7 +27,7 @@ Writes ``bench/results/<name>.json`` and ``.md`` (``--name``, default ``sandbox_
 Targets: under 60 ms added per run, at least 1.7x throughput with 2 workers on 2 cores, and at
 least 2.5x fewer CPU-s per median corpus run warm than cold.
 
-    python bench/sandbox_overhead.py [--runs 20] [--pool-jobs 6] [--loop-s 1.5] [--skip-ray] [--skip-docker]
+    python -m bench.sandbox_overhead [--runs 20] [--pool-jobs 6] [--loop-s 1.5] [--skip-ray] [--skip-docker]
                                      [--warm-repeats 5] [--skip-warm]
 """
 
@@ -45,13 +45,13 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from bench.common import RESULTS
 from wmrl_envs.provenance import provenance
 from wmrl_envs.sandbox import ExecutorPool, Limits, cgroups, make_executor
 from wmrl_envs.sandbox.dockerd import PrivateDockerd
 from wmrl_envs.sandbox.launcher import agent_env
 from wmrl_envs.sandbox.runtime import load_runtime
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SCRIPTS = {
     "trivial": "pass\n",
     "numpy": "import numpy as np\nprint(float(np.linalg.norm(np.arange(1000.0))))\n",
@@ -208,8 +208,7 @@ def ratio(cold: dict[str, float], warm: dict[str, float]) -> dict[str, float]:
 
 def warm_scripts() -> tuple[dict[str, str], object, dict[str, object]]:
     """The trivial, imports-only and median corpus scripts, their task, and which corpus row."""
-    from warm_sandbox import CORPUS, render  # the grammar's renderer, next to this file
-
+    from bench.corpus_rows import CORPUS, capped_script
     from wmrl_envs.world_models.corpus import corpus_items, read_corpus
 
     frame = read_corpus(CORPUS)
@@ -217,7 +216,7 @@ def warm_scripts() -> tuple[dict[str, str], object, dict[str, object]]:
     median = ok.iloc[(ok.cpu_s - frame[frame.status == "ok"].cpu_s.median()).abs().argsort().iloc[0]]
     item = next(i for i in corpus_items(frame) if (i.task_id, i.choices, i.seed, i.mutation)
                 == (median.task_id, median.choices, median.seed, median.mutation))
-    script, task = render(item)
+    script, task = capped_script(item)
     header = script.split("\nSEED = ", 1)[0]  # the docstring and the imports, nothing else
     scripts = {"trivial": "pass\n", "imports_only": header + "\n", "median_corpus": script}
     row = {"task_id": item.task_id, "choices": item.choices, "seed": item.seed, "recorded_cpu_s": float(median.cpu_s)}

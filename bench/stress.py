@@ -22,11 +22,11 @@ rerun skips the runs already there. Writes ``bench/results/stress.json`` (one ro
 corruption, mode, advantage and adaptive setting), ``stress.md`` and a PNG of learning curves
 per corruption (``stress_<corruption>.png``).
 
-    python bench/stress.py --quick           # 21 runs: family bias and swap, std advantages
-    python bench/stress.py                   # 300 runs: every corruption, mode and advantage
-    python bench/stress.py --corruptions noise --modes real wmrl --advantages std \
+    python -m bench.stress --quick           # 21 runs: family bias and swap, std advantages
+    python -m bench.stress                   # 300 runs: every corruption, mode and advantage
+    python -m bench.stress --corruptions noise --modes real wmrl --advantages std \
         --sweep anchor_fraction=0.2 fusion_w_max=8 c_rule=inverse_eta2   # sensitivity of one setting at a time
-    python bench/stress.py --corrections --corruptions none noise:0.1 \
+    python -m bench.stress --corrections --corruptions none noise:0.1 \
         --sweep fusion_rule=sampling fusion_rule=paper fusion_rule=none preset=paper   # screen the anchor-weight rules
 
 The ``corrections`` grid (issue 28) trains 12 steps with at least 2 anchor groups a step, so a
@@ -52,30 +52,27 @@ concrete-strength --eval-k 1``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from curves import crossing, draw_curve, mean_curve
-from wmrl_envs.provenance import provenance
+from bench.common import median_flag, rerun_command
+from bench.curves import crossing, draw_curve, mean_curve
+from bench.training import FAST_HELDOUT, FAST_TRAIN, MEMO_NOTE, ExecutionMemo, MemoScorer, load_run
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
 from trainers.policies import make_policy, policy_responder
 from trainers.wmrl import WMRLTrainer, make_core
 from trainers.wmrl_config import ADVANTAGES, MODES, WMRLConfig
 from trainers.wmrl_config import PRESETS as CONFIG_PRESETS
+from wmrl_envs.provenance import provenance
+from wmrl_envs.scoring import extract_code
 from wmrl_envs.scoring.fusion import ANCHOR_WEIGHT_RULES
-from wmrl_envs.scoring import CodeScorer, extract_code
 from wmrl_envs.world_models import make_world_model
 from wmrl_envs.world_models.corrupted import (
     DEFAULT_STRENGTHS,
@@ -83,15 +80,8 @@ from wmrl_envs.world_models.corrupted import (
     Corruption,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 ENV_ID, SUITE = "wmrl/MLEDojo-v0", "mle"
-# Tasks that execute fast (mean wall-seconds per script on 2 cores, from the surrogate's
-# corpus): 12 train tasks of 4 types and 12 metrics (3.8 s on average), the 3 fastest held-out
-# ones (3.4 s) and 6 held-out ones of 5 types and 6 metrics (5.5 s; all 14 average 6.0 s).
-FAST_TRAIN = ("breast-cancer-diagnosis", "biopsy-malignancy", "credit-card-application", "biomass-heating-value",
-              "cps-wages", "windsor-house-prices", "developer-remote-work", "olive-oil-origin",
-              "fishing-mode-choice", "texas-housing", "hepatic-injury", "tate-artwork-year")
-FAST_HELDOUT = ("diabetes-progression", "concrete-strength", "titanic-survival", "hpc-job-class", "handwritten-digits",
-                "food-review-sentiment")
 # Both presets: 8 steps of 8 groups x 4 on the fast train tasks, a learning rate ten times the
 # main job's (3e-3) so that 8 steps move the policy about as far as the main job's 24 (at 3e-3
 # the held-out curves of 8-step runs barely left their start), and held-out avg@4 on 6 tasks.
@@ -122,74 +112,9 @@ SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "calibration_stra
 RUN_SETTINGS = ("steps", "warmup_steps", "tasks_per_step", "group_size", "learning_rate", "eval_every", "eval_k",
                 "eval_tasks",
                 "train_tasks", "eta2_bound", "pair_window", "min_anchor_groups")
-MEMO_NOTE = ("Executions are memoized by (task, script sha256) across all runs; every reuse is charged the measured "
-             "cost of its first run, in every mode alike.")
 
 
 # ------------------------------------------------------------------ the execution memo
-class ExecutionMemo:
-    """Graded outcomes of executed scripts by (task id, script sha256), appended to a JSON-lines file."""
-
-    FIELDS = ("raw_score", "real_score", "valid", "error", "status", "leaderboard")
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.entries: dict[str, dict[str, Any]] = {}
-        if path.exists():
-            for line in path.read_text().splitlines():
-                entry = json.loads(line)
-                self.entries[entry.pop("key")] = entry
-
-    @staticmethod
-    def key(task_id: str, script: str) -> str:
-        return f"{task_id}:{hashlib.sha256(script.encode()).hexdigest()}"
-
-    def store(self, key: str, sample) -> None:
-        entry = {name: getattr(sample, name) for name in self.FIELDS}
-        entry["cost"] = {name: sample.cost[name] for name in ("execution_s", "execution_cpu_s")}
-        self.entries[key] = entry
-        with self.path.open("a") as fh:
-            fh.write(json.dumps({"key": key, **entry}, default=str) + "\n")
-
-    def restore(self, key: str, sample) -> None:
-        entry = self.entries[key]
-        for name in self.FIELDS:
-            setattr(sample, name, entry[name])
-        sample.score = sample.real_score
-        sample.executed = True  # a replayed run: the ledger charges executed samples only
-        sample.cost.update(entry["cost"])
-
-
-class MemoScorer(CodeScorer):
-    """A code scorer that runs each (task, script) once per benchmark and replays it after."""
-
-    def __init__(self, memo: ExecutionMemo, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.memo = memo
-        self.ran = self.reused = 0
-
-    def _execute(self, groups, out, items) -> None:
-        keys = {item: ExecutionMemo.key(groups[item[0]].task.id, groups[item[0]].scripts[item[1]]) for item in items}
-        first: dict[str, tuple[int, int]] = {}
-        for item in items:
-            if keys[item] not in self.memo.entries:
-                first.setdefault(keys[item], item)  # a script repeated in one batch runs once
-        super()._execute(groups, out, list(first.values()))
-        for key, (gi, i) in first.items():
-            if not out[gi].samples[i].infra_failure:  # an infrastructure failure is not an outcome
-                self.memo.store(key, out[gi].samples[i])
-        ran = set(first.values())
-        for gi, i in (item for item in items if item not in ran):
-            sample, key = out[gi].samples[i], keys[(gi, i)]
-            if key in self.memo.entries:
-                self.memo.restore(key, sample)
-                self.reused += 1
-            else:  # its twin in this batch failed for the infrastructure: no outcome for either
-                twin = first[key]
-                sample.infra_failure, sample.error = True, out[twin[0]].samples[twin[1]].error
-        self.ran += len(first)
-
-
 # ------------------------------------------------------------------ one run
 @dataclass(frozen=True)
 class RunKey:
@@ -332,14 +257,6 @@ def run_keys(args: argparse.Namespace) -> list[RunKey]:
     return keys
 
 
-def median_flag(flags: list[float | None]) -> float | None:
-    """The median anchor-pair count at which the audit first flagged, a seed that never flagged
-    counting as never (so None when at least half never flagged)."""
-    values = sorted(math.inf if f is None else f for f in flags)
-    middle = float(np.median(values)) if values else math.inf
-    return None if not math.isfinite(middle) else middle
-
-
 # ------------------------------------------------------------------ summary
 def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
@@ -401,7 +318,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
                          f"{r['final_anchor_fraction']:.2f} |")
         lines.append("")
     lines.append(f"{meta['cores']} cores, {meta['ram_gib']} GiB RAM, {meta['date'][:10]}, commit "
-                 f"`{meta['commit'][:10]}`. Rerun: `python bench/stress.py {' '.join(meta['argv'])}`")
+                 f"`{meta['commit'][:10]}`. Rerun: `{rerun_command(__spec__.name, meta['argv'])}`")
     return "\n".join(lines) + "\n"
 
 
@@ -505,14 +422,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if name == "preset" and value not in CONFIG_PRESETS:
             parser.error(f"preset is one of {sorted(CONFIG_PRESETS)}, got {value!r}")
     return args
-
-
-def load_run(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    result = json.loads(path.read_text())
-    if result.get("settings") != settings:
-        raise SystemExit(f"{path} was run with other settings ({result.get('settings')}); "
-                         f"use another --runs folder for {settings}")
-    return result
 
 
 def finished_runs(runs: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:

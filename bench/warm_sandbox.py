@@ -14,54 +14,35 @@ Two steps, each writing ``bench/results/warm_<step>.json`` and ``.md``:
     the same score (within ``--tolerance``) for every script, or the report lists the
     differences. Wall-clock limits are capped as the corpus builder caps them.
 
-    python bench/warm_sandbox.py preload [--preload-tasks ...] [--max-scripts 30]
-    python bench/warm_sandbox.py parity [--tasks ...] [--workers 2]
+    python -m bench.warm_sandbox preload [--preload-tasks ...] [--max-scripts 30]
+    python -m bench.warm_sandbox parity [--tasks ...] [--workers 2]
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread per process on a shared 2-core box
 
+from bench.common import RESULTS
+from bench.corpus_rows import CORPUS, capped_script
+from wmrl_envs.provenance import provenance
+from wmrl_envs.sandbox import make_executor
+from wmrl_envs.sandbox.preload import measure, profiles_path, save_profile
+from wmrl_envs.sandbox.runtime import load_runtime
+from wmrl_envs.scoring import CodeScorer
+from wmrl_envs.world_models.corpus import CorpusItem, corpus_items, read_corpus
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from agents.code.grammar import SolutionChoices, render_script  # noqa: E402
-from wmrl_envs.provenance import provenance  # noqa: E402
-from wmrl_envs.sandbox import make_executor  # noqa: E402
-from wmrl_envs.sandbox.preload import measure, profiles_path, save_profile  # noqa: E402
-from wmrl_envs.sandbox.runtime import load_runtime  # noqa: E402
-from wmrl_envs.scoring import CodeScorer  # noqa: E402
-from wmrl_envs.tasks import get_task  # noqa: E402
-from wmrl_envs.world_models.corpus import CorpusItem, corpus_items, read_corpus  # noqa: E402
-
-RESULTS = REPO / "bench" / "results"
-CORPUS = REPO / "assets" / "world_models" / "corpus.csv"
 # Binary, multiclass, regression (twice) and text; between them every broken mutation but one.
 PARITY_TASKS = ("titanic-survival", "glass-identification", "concrete-strength", "food-review-sentiment",
                 "diabetes-progression")
 # Train-split tasks, so that what is preloaded is not chosen on the tasks parity checks.
 PRELOAD_TASKS = ("alzheimers-biomarkers", "auto-fuel-economy", "caravan-insurance", "trump-tweet-source")
-# The corpus builder's caps on a run's wall clock (scripts/build_world_model.py defaults).
-WALL_CAP_S, LOOP_WALL_CAP_S = 60.0, 30.0
-
-
-def render(item: CorpusItem) -> tuple[str, object]:
-    """The script of a corpus row and its task (wall clock capped as the corpus builder does)."""
-    task = get_task(item.task_id)
-    cap = LOOP_WALL_CAP_S if item.mutation == "infinite_loop" else WALL_CAP_S
-    if cap < task.limits.wall_s:
-        limits = dataclasses.replace(task.limits, wall_s=cap)
-        task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, limits=limits))
-    script = item.script(task.spec, lambda spec, choices, seed: render_script(spec, SolutionChoices(**choices), seed))
-    return script, task
 
 
 def items_of(tasks: tuple[str, ...]) -> list[CorpusItem]:
@@ -80,7 +61,7 @@ def preload(args: argparse.Namespace) -> None:
     unbroken = [item for item in items_of(tuple(args.preload_tasks)) if item.mutation == "none"]
     chosen = unbroken[: args.max_scripts]
     start = time.perf_counter()
-    profile = measure(make_executor("bwrap"), [render(item) for item in chosen], min_share=args.min_share,
+    profile = measure(make_executor("bwrap"), [capped_script(item) for item in chosen], min_share=args.min_share,
                       min_ms=args.min_ms)
     # The runtime's Python, not this process's, is what the profile was measured on.
     profile |= {**provenance(), "tasks": list(args.preload_tasks), "python": runtime.version}
@@ -106,7 +87,7 @@ def preload(args: argparse.Namespace) -> None:
 
 def parity(args: argparse.Namespace) -> None:
     items = items_of(tuple(args.tasks))
-    scripts, tasks = zip(*(render(item) for item in items))
+    scripts, tasks = zip(*(capped_script(item) for item in items))
     outcomes, seconds = {}, {}
     for name in ("bwrap", "warm"):
         start = time.perf_counter()

@@ -23,8 +23,8 @@ ECE (10 equal-width bins) of P(valid); Spearman and pairwise accuracy (pairs wit
 valid scripts; reward MAE; cost per script. Per source (grammar, hand-written, mutated), per suite and per
 held-out task. Writes ``bench/results/world_model_fidelity.{json,md}``.
 
-    python bench/world_model_fidelity.py [--before 1c24862]
-    python bench/world_model_fidelity.py --llm-sample 20 --name world_model_fidelity_llm  # about 20 min
+    python -m bench.world_model_fidelity [--before 1c24862]
+    python -m bench.world_model_fidelity --llm-sample 20 --name world_model_fidelity_llm  # about 20 min
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
@@ -46,10 +45,8 @@ import pandas as pd
 from scipy.stats import spearmanr
 from sklearn.metrics import roc_auc_score
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
 from agents.code.handwritten import STYLE_KEY, render_solution
+from bench.common import RESULTS, rerun_command
 from wmrl_envs import outcome
 from wmrl_envs.provenance import provenance
 from wmrl_envs.tasks import get_task
@@ -57,7 +54,7 @@ from wmrl_envs.world_models import corpus as corpus_lib
 from wmrl_envs.world_models.proofs import Prover
 from wmrl_envs.world_models.surrogate import SurrogateWorldModel
 
-RESULTS = REPO / "bench" / "results"
+REPO = Path(__file__).resolve().parents[1]
 CORPORA = [REPO / "assets" / "world_models" / n
            for n in ("corpus.csv", "dsbench_corpus.csv", "outcome_corpus.csv", "handwritten_corpus.csv")]
 #: Where a row's script comes from; ``mutated`` covers mutants of grammar and hand-written scripts.
@@ -332,11 +329,11 @@ def main() -> None:
                              else "all", "met": read[k][k] is not None and (read[k][k] <= v if k == "ece_valid"
                                                                           else read[k][k] >= v)}
                          for k, v in TARGETS.items()}
+    machine = provenance()
     report.update(heldout_rows=int(heldout.sum()), suites=sorted(set(rows["suite"])),
-                  proofs=proof_precision(rows, tasks), machine=provenance(),
+                  proofs=proof_precision(rows, tasks), machine=machine,
                   corpora={p.name: corpus_lib.corpus_sha256(p) for p in CORPORA},
-                  command="python bench/world_model_fidelity.py" + (f" --llm-sample {args.llm_sample}"
-                                                                    if args.llm_sample else ""))
+                  command=rerun_command(__spec__.name, machine["argv"]))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.name}.json").write_text(json.dumps(report, indent=1, default=float) + "\n")
     text = markdown(report)

@@ -21,7 +21,7 @@ training) and the shipped artefact:
 Writes ``bench/results/world_model_quality.{json,md,png}``. Targets: rho >= 0.5, calibrated
 MAE at least 30% below raw MAE by 100 pairs, world model at least 50x cheaper than execution.
 
-    python bench/world_model_quality.py [--corpus assets/world_models/corpus.csv] [--seeds 20] [--exec-sample 16]
+    python -m bench.world_model_quality [--corpus assets/world_models/corpus.csv] [--seeds 20] [--exec-sample 16]
         [--llm-sample 24]   # adds the LLM world model on a sample of the same solutions
         [--corpus assets/world_models/dsbench_corpus.csv --name world_model_quality_dsbench]
                             # the same report for another suite's executed held-out solutions
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -41,40 +40,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread: the fair per-soluti
 import numpy as np
 from scipy.stats import spearmanr
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from agents.code.grammar import SolutionChoices, render_script
+from bench.common import RESULTS, rerun_command
+from bench.corpus_rows import CORPUS, corpus_rows
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 from wmrl_envs.provenance import provenance
 from wmrl_envs.scoring import CodeScorer
-from wmrl_envs.tasks import get_task
 from wmrl_envs.world_models import corpus as corpus_lib
 from wmrl_envs.world_models import surrogate as surrogate_lib
 
-RESULTS = REPO / "bench" / "results"
+REPO = Path(__file__).resolve().parents[1]
 TARGET_RHO = 0.5
 TARGET_MAE_REDUCTION = 0.30
 TARGET_COST_RATIO = 50.0
-
-
-def render(spec, choices: dict[str, str], seed: int) -> str:
-    return render_script(spec, SolutionChoices(**choices), seed)
-
-
-def corpus_rows(corpus_path: Path, split: str = "heldout"):
-    """Tasks, scripts and real scores of the corpus's rows of one split."""
-    frame = corpus_lib.read_corpus(corpus_path)
-    frame = frame[frame["split"] == split].reset_index(drop=True)
-    if frame.empty:
-        raise SystemExit(f"{corpus_path} has no {split}-split rows: build them with scripts/build_world_model.py")
-    tasks = {tid: get_task(tid) for tid in frame["task_id"].unique()}
-    if any(t.spec.split != split for t in tasks.values()):
-        raise SystemExit(f"corpus rows marked {split} belong to tasks of another split: rebuild the corpus")
-    items = corpus_lib.corpus_items(frame)
-    row_tasks = [tasks[i.task_id] for i in items]
-    scripts = [i.script(t.spec, render) for i, t in zip(items, row_tasks)]
-    return row_tasks, scripts, frame["real_score"].to_numpy(float), frame
 
 
 def ranking(pred: np.ndarray, real: np.ndarray, task_ids: np.ndarray) -> dict[str, float]:
@@ -275,7 +252,7 @@ def markdown(report: dict) -> str:
              f"(2-fold) {llm['mae_calibrated_2fold']:.3f}, {llm['wall_s_per_solution']:.1f} s per solution "
              f"({llm['wall_s_per_solution'] / c['execution']['wall_s_per_solution']:.1f}x the cost of executing it)."),
         ]
-    lines += ["", f"Rerun: `python bench/world_model_quality.py{report['config'].get('rerun_args', '')}`"]
+    lines += ["", f"Rerun: `{rerun_command(__spec__.name)}{report['config'].get('rerun_args', '')}`"]
     return "\n".join(lines) + "\n"
 
 
@@ -285,7 +262,7 @@ def _verdict(ok: bool) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=REPO / "assets" / "world_models" / "corpus.csv")
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--artefact", type=Path, default=surrogate_lib.default_path())
     parser.add_argument("--pairs", type=int, nargs="+", default=[10, 30, 100, 300])
     parser.add_argument("--seeds", type=int, default=20, help="anchor draws per pair count")

@@ -72,6 +72,7 @@ sys.path.insert(0, str(REPO))
 from agents.code.grammar import REFERENCE_SOLUTIONS, SLOTS
 from agents.code.handwritten import STYLE_KEY, STYLES, render_solution
 from wmrl_envs.provenance import provenance
+from wmrl_envs.scoring import CodeScorer
 from wmrl_envs.tasks import get_task, list_tasks
 from wmrl_envs.world_models import corpus as corpus_lib
 from wmrl_envs.world_models.surrogate import SurrogateConfig, SurrogateWorldModel, default_path
@@ -110,10 +111,19 @@ def build(args: argparse.Namespace) -> None:
     if args.replace:
         dropped = corpus_lib.drop_tasks(args.corpus, [t.id for t in tasks])
         log.info("dropped %d existing rows of these tasks; they run again", dropped)
-    stats = corpus_lib.build_corpus(plan, {t.id: t for t in tasks}, render, args.corpus, workers=args.workers,
-                                    wall_s=args.wall_s, loop_wall_s=args.loop_wall_s)
+    scorer = corpus_scorer(args)
+    try:
+        stats = corpus_lib.build_corpus(plan, {t.id: t for t in tasks}, render, args.corpus, scorer.execute,
+                                        workers=args.workers, wall_s=args.wall_s, loop_wall_s=args.loop_wall_s)
+    finally:
+        scorer.close()
     log.info("%s", stats)
     _record_build(args, stats)
+
+
+def corpus_scorer(args: argparse.Namespace) -> CodeScorer:
+    """What executes corpus rows: every script runs, unproved (the corpus is what proofs answer to)."""
+    return CodeScorer(workers=args.workers, prove=False)
 
 
 def _record_build(args: argparse.Namespace, stats: corpus_lib.BuildStats) -> None:
@@ -276,8 +286,13 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.fill_outcomes:
         tasks = {t.id: t for t in list_tasks()}
-        log.info("re-executed %d rows", corpus_lib.fill_outcomes(args.corpus, tasks, render, workers=args.workers,
-                                                                 wall_s=args.wall_s, loop_wall_s=args.loop_wall_s))
+        scorer = corpus_scorer(args)
+        try:
+            rerun = corpus_lib.fill_outcomes(args.corpus, tasks, render, scorer.execute, workers=args.workers,
+                                             wall_s=args.wall_s, loop_wall_s=args.loop_wall_s)
+        finally:
+            scorer.close()
+        log.info("re-executed %d rows", rerun)
     elif args.train_status:
         train_status(args)
     elif args.train:

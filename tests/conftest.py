@@ -1,10 +1,6 @@
 """Shared test set-up: one thread everywhere (2 threads under contention ran 10-25x slower here)."""
 
-import contextlib
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -55,28 +51,3 @@ def private_dockerd():
         pytest.fail(f"the docker tests need dockerd (`bash scripts/test.sh` installs docker.io): {exc}")
     yield daemon
     assert daemon.stop() == [], "the private dockerd changed host networking"
-
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-@contextlib.contextmanager
-def _load_bench_script(name: str):
-    """``bench/<name>.py`` loaded as a module (bench scripts are not a package; their own imports
-    of sibling helpers need ``bench/`` on the path while it loads and runs)."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses (and pickle) look a class's module up by name
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCH))
-
-
-@pytest.fixture(scope="session")
-def bench_script():
-    """The bench-script loader, as a fixture: a test module cannot ``import conftest``, since
-    pytest may already hold another folder's conftest (tests/security/) under that name."""
-    return _load_bench_script

@@ -208,8 +208,9 @@ def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
                                     "shared scoring core (one calibrator). Clients: "
                                     "openenv.GenericEnvClient(base_url=URL).sync(); see docs/examples/openenv_example.py.")
     sv.add_argument("--env", default="wmrl/MLEDojo-v0", help="code environment id (default: %(default)s)")
-    sv.add_argument("--reward", default="fused", choices=("real", "world_model", "fused"),
-                    help="reward source (default: %(default)s)")
+    # The env checks the mode (wmrl_envs.scoring.REWARD_MODES) before the server starts; importing the
+    # scoring core here would slow down every `wmrl` command's parser.
+    sv.add_argument("--reward", default="fused", help="reward mode: real, world_model or fused (default: %(default)s)")
     sv.add_argument("--host", default="127.0.0.1",
                     help="address to bind (default: %(default)s; clients run code in this machine's sandbox)")
     sv.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")

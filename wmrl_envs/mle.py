@@ -26,13 +26,12 @@ from wmrl_envs.scoring import (
     AnchorSchedule,
     CodeGroup,
     CodeScorer,
-    ConstantSchedule,
     FusionConfig,
-    HashSchedule,
     ScoreResult,
     ScoringCore,
+    check_reward_mode,
+    env_core,
     extract_code,
-    shared_calibrator,
 )
 from wmrl_envs.tasks.spec import Task
 
@@ -42,8 +41,6 @@ CHARSET = frozenset(string.printable)
 MAX_OBS_CHARS = 64_000
 MAX_ACTION_CHARS = 64_000
 FEEDBACK_TAIL_CHARS = 2_000
-
-REWARD_MODES = ("real", "world_model", "fused")
 
 RESPONSE_FORMAT = """\
 Respond with a short analysis, then exactly one fenced Python block (```python ... ```) holding a
@@ -79,7 +76,8 @@ class MLEDojoEnv(gym.Env):
         schedule: ``fused``: an anchor schedule to use instead, e.g. a trainer's
             :class:`~wmrl_envs.scoring.StepSchedule`.
         calibrator: The calibrator to use; default the process-wide one of
-            ``"<suite>/<world model>"``, shared by every env of this suite and world model.
+            ``"<suite>/<world model>"``, shared by every env of this suite and world model
+            (a ``real`` env, which calibrates nothing, gets its own: :func:`~wmrl_envs.scoring.env_core`).
         calibrate: ``world_model``: False gives raw world-model scores (no debiasing).
         c, w_max: The anchor weight's constant and clip (:class:`~wmrl_envs.scoring.FusionConfig`).
         core: A ready scoring core (advanced: shares one core, e.g. a trainer's, with this env);
@@ -112,8 +110,7 @@ class MLEDojoEnv(gym.Env):
         core: ScoringCore | None = None,
         render_mode: str | None = None,
     ) -> None:
-        if reward not in REWARD_MODES:
-            raise ConfigError(f"reward must be one of {REWARD_MODES}, got {reward!r}")
+        check_reward_mode(reward, schedule=schedule, core=core)
         if max_turns < 1:
             raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
         if render_mode not in (None, "ansi"):
@@ -127,19 +124,9 @@ class MLEDojoEnv(gym.Env):
             raise ConfigError(f"no {self.suite} tasks found for split={split!r}")
         if core is None:
             scorer = CodeScorer(world_model, world_model_kwargs, executor=executor, workers=workers)
-            if reward == "fused":
-                schedule = schedule or HashSchedule(anchor_fraction, anchor_seed)
-            elif schedule is not None:
-                raise ConfigError(f"an anchor schedule needs reward='fused', not {reward!r}")
-            else:
-                schedule = ConstantSchedule(reward)
-            if calibrator is None:
-                # A real-execution env never calibrates: keep it off the process-wide calibrator.
-                calibrator = (Calibrator() if reward == "real"
-                              else shared_calibrator(f"{self.suite}/{scorer.world_model_name}"))
-            core = ScoringCore(schedule, calibrator, FusionConfig(w_max=w_max, c=c), debias=calibrate, scorer=scorer)
-        elif core.reward != reward:
-            raise ConfigError(f"the given core serves reward={core.reward!r}, not {reward!r}")
+            core = env_core(reward, lambda: f"{self.suite}/{scorer.world_model_name}", scorer=scorer,
+                            schedule=schedule, calibrator=calibrator, anchor_fraction=anchor_fraction,
+                            anchor_seed=anchor_seed, fusion=FusionConfig(w_max=w_max, c=c), debias=calibrate)
         self.core = core
         self.observation_space = spaces.Text(max_length=MAX_OBS_CHARS, min_length=0, charset=CHARSET)
         self.action_space = spaces.Text(max_length=MAX_ACTION_CHARS, min_length=0, charset=CHARSET)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
 
 
 @pytest.fixture(scope="module")
-def bench(bench_script):
-    with bench_script("buggy_agent") as module:
-        yield module
+def bench():
+    return importlib.import_module("bench.buggy_agent")
 
 
 def test_one_step_run_records_bugs_and_a_rerun_skips_it(bench, tmp_path, monkeypatch):

@@ -28,7 +28,7 @@ from wmrl_envs.libero.teleport import near_miss, teleport_to_goal
 ENV_ID = "wmrl/LIBERO-Long-v0"
 KITCHEN = 2  # the quickest scene to build
 INFO_KEYS = {"task_id", "task_index", "init_state", "group_id", "stream", "score", "raw_score", "real_score",
-             "wm_score_raw", "wm_score_calibrated", "valid", "error", "infra_failure", "fusion_weight", "cost"}
+             "wm_score_raw", "wm_score_calibrated", "valid", "error", "infra_failure", "fusion_weight", "cost", "result"}
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +174,7 @@ def test_real_episode_of_the_scripted_controller_succeeds(env):
         obs, reward, terminated, truncated, info = env.step(policy.act(obs))
         rewards.append(reward)
         if not (terminated or truncated):
-            assert info["score"] is None and info["cost"] is None
+            assert info["score"] is None and info["cost"] is None and info["result"] is None
     assert terminated and rewards[-1] == 1.0 and sum(rewards) == 1.0
     assert INFO_KEYS <= set(info) and info["stream"] == "real" and info["real_score"] == 1.0
     assert info["cost"]["simulation_steps"] == info["step"] + 10 and info["cost"]["simulation_s"] > 0
@@ -207,5 +207,12 @@ def test_anchor_episode_gets_both_scores_and_feeds_the_calibrator():
         assert info["stream"] == "anchor" and info["step"] == 30
         assert reward == info["real_score"] == 0.0 and info["wm_score_raw"] is not None
         assert env.calibrator.n_pairs == before + 1
+        result = info["result"]  # the one ScoreResult the core fused; the flat keys are its fields
+        assert (result.stream, result.score, result.wm_score_raw) == ("anchor", reward, info["wm_score_raw"])
     finally:
         env.close()
+
+
+def test_a_real_env_has_its_own_calibrator_and_never_loads_the_reward_model():
+    env = LiberoLongEnv(reward="real", task_ids=[KITCHEN])
+    assert env.calibrator.shared_key is None and env._reward_model is None

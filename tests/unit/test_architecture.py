@@ -1,10 +1,13 @@
-"""Architecture contracts: the dependency direction and no import cycles.
+"""Architecture contracts: the dependency direction, the floors inside wmrl_envs, no import cycles.
 
 The direction is ``trainers -> agents -> wmrl_envs``: a higher package may import a lower one,
-never the reverse (checked by import-linter's ``layers`` contract). Among the modules of the
-three packages there is no import cycle at all, counting imports inside functions and under
-``TYPE_CHECKING`` (a lazy import still ties two modules together). Each check also runs on a
-small synthetic package that breaks it, so a check that silently passes everything fails here.
+never the reverse (checked by import-linter's ``layers`` contract). Inside ``wmrl_envs`` the
+floors of docs/architecture.md §1 hold (:data:`FLOORS`, ``forbidden`` contracts): the task
+records sit below grading, nothing below the scoring core reaches up to it, and no package
+imports the benchmarks. Among the modules of the three packages there is no import cycle at
+all, counting imports inside functions and under ``TYPE_CHECKING`` (a lazy import still ties
+two modules together). Each check also runs on a small synthetic package that breaks it, so a
+check that silently passes everything fails here.
 """
 
 from __future__ import annotations
@@ -20,26 +23,69 @@ import grimp
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ("trainers", "agents", "wmrl_envs")  # highest first
+# Below the scoring core: what it reads (records, grading, sandbox, world models, calibration).
+_BELOW_CORE = ("wmrl_envs.tasks", "wmrl_envs.grading", "wmrl_envs.sandbox", "wmrl_envs.world_models",
+               "wmrl_envs.calibration")
+_CORE_AND_ENVS = ("wmrl_envs.scoring", "wmrl_envs.mle", "wmrl_envs.dsbench", "wmrl_envs.libero",
+                  "wmrl_envs.integrations")
+
+
+def _modules(*names: str) -> str:
+    """An ini list value: one module per indented line."""
+    return "".join(f"\n    {name}" for name in names)
+
+
+#: The floors inside wmrl_envs, and the benchmarks on top of everything (docs/architecture.md §1).
+FLOORS = f"""\
+[importlinter:contract:records]
+name = the task records (tasks.spec) sit below grading and everything that reads them
+type = forbidden
+source_modules = wmrl_envs.tasks.spec
+forbidden_modules ={_modules("wmrl_envs.grading", *_BELOW_CORE[3:], *_CORE_AND_ENVS)}
+
+[importlinter:contract:grading]
+name = grading reads the task records, never the task registry above it
+type = forbidden
+source_modules = wmrl_envs.grading
+forbidden_modules = wmrl_envs.tasks
+ignore_imports = wmrl_envs.grading.** -> wmrl_envs.tasks.spec
+
+[importlinter:contract:core]
+name = nothing below the scoring core imports it or an env
+type = forbidden
+source_modules ={_modules(*_BELOW_CORE)}
+forbidden_modules ={_modules(*_CORE_AND_ENVS)}
+
+[importlinter:contract:bench]
+name = no package imports the benchmarks
+type = forbidden
+source_modules ={_modules(*LAYERS)}
+forbidden_modules = bench
+"""
+
+
+def lint_imports(root: Path, packages: Sequence[str], contracts: str,
+                 config_dir: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``lint-imports`` on ``contracts`` (ini sections) over ``packages`` found under ``root``."""
+    config = config_dir / "importlinter.ini"
+    config.write_text("[importlinter]\nroot_packages =\n" + "".join(f"    {p}\n" for p in packages)
+                      + "\n" + contracts)
+    script = Path(sys.executable).with_name("lint-imports")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([str(script), str(config), "--no-cache", "--no-logo"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
 def check_layers(root: Path, layers: Sequence[str], config_dir: Path) -> subprocess.CompletedProcess[str]:
     """Run ``lint-imports`` with a layers contract over ``layers`` (highest first) found under ``root``."""
-    config = config_dir / "importlinter.ini"
-    config.write_text(textwrap.dedent("""\
-        [importlinter]
-        root_packages =
-        {packages}
-
+    contract = textwrap.dedent("""\
         [importlinter:contract:layers]
         name = {name}
         type = layers
         layers =
         {packages}
-        """).format(name=" -> ".join(layers), packages="\n".join(f"    {p}" for p in layers)))
-    script = Path(sys.executable).with_name("lint-imports")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([str(script), str(config), "--no-cache", "--no-logo"], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
+        """).format(name=" -> ".join(layers), packages="\n".join(f"    {p}" for p in layers))
+    return lint_imports(root, layers, contract, config_dir)
 
 
 def import_cycles(packages: Iterable[str]) -> list[list[str]]:
@@ -97,6 +143,11 @@ def import_cycles(packages: Iterable[str]) -> list[list[str]]:
 
 def test_higher_layers_import_lower_ones_never_the_reverse(tmp_path):
     result = check_layers(REPO, LAYERS, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_import_runs_back_up_a_floor_of_wmrl_envs_or_into_bench(tmp_path):
+    result = lint_imports(REPO, (*LAYERS, "bench"), FLOORS, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -7,6 +7,7 @@ in 10^4 runs, and the generator is seeded.
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -20,9 +21,8 @@ from wmrl_envs.libero.trajectory import Trajectory
 
 
 @pytest.fixture(scope="module")
-def noise(bench_script):
-    with bench_script("libero_gradient_noise") as module:
-        yield module
+def noise():
+    return importlib.import_module("bench.libero_gradient_noise")
 
 
 def planted(n: int, dims: int, signal_norm: float, sigma: float, seed: int = 0, direction=None):

@@ -51,7 +51,8 @@ def observation(step: int = 0, task: int = 0) -> dict:
 class FakeEnv:
     """LIBERO's observation and info layout; success when the mean gripper action is closed.
 
-    Like the real env it asks a scoring core for the stream of the episode's group.
+    Like the real env it asks a scoring core for the stream of the episode's group, and its last
+    info carries the episode's ScoreResult (left for the adapter to fuse).
     """
 
     def __init__(self, steps: int = 6, core=None) -> None:
@@ -67,11 +68,14 @@ class FakeEnv:
         self.closed.append(action[6] > 0)
         done = self.t >= self.steps
         success = float(np.mean(self.closed) > 0.5)
-        info = {"step": self.t, "valid": True, "infra_failure": False,
-                "real_score": success if done and self.stream != "world_model" else None,
-                "wm_score_raw": 0.2 + 0.6 * success if done and self.stream != "real" else None,
-                "cost": {"simulation_s": 0.01 * self.t, "simulation_cpu_s": 0.01 * self.t,
-                         "simulation_steps": self.t + 10, "world_model_s": 0.001}}
+        result = None
+        if done:
+            result = ScoreResult(TASK_NAMES[self.task], self.stream, valid=True,
+                                 real_score=success if self.stream != "world_model" else None,
+                                 wm_score_raw=0.2 + 0.6 * success if self.stream != "real" else None,
+                                 cost={"simulation_s": 0.01 * self.t, "simulation_cpu_s": 0.01 * self.t,
+                                       "simulation_steps": self.t + 10, "world_model_s": 0.001})
+        info = {"step": self.t, "result": result}
         return observation(self.t, self.task), 0.0, False, done, info
 
 
@@ -170,9 +174,7 @@ class FakeAdapter:
         out = []
         for t, g, s in zip(task_ids, group_ids, core.streams(group_ids)):
             rs = [r for r in rollouts if r.group_id == g]
-            samples = [ScoreResult(t, s, real_score=r.response["real_score"], wm_score_raw=r.response["wm_score_raw"])
-                       for r in rs]
-            out.append(GroupOutcome(rs, ScoredGroup(t, g, s, samples)))
+            out.append(GroupOutcome(rs, ScoredGroup(t, g, s, [r.response["result"] for r in rs])))
         core.fuse([o.scored for o in out])
         return out
 

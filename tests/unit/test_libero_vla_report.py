@@ -1,11 +1,11 @@
 """The LIBERO benchmark's report: paired gains over BC and the compute-to-reach comparison.
 
-``bench/libero_vla.py`` is a script, not a package module, so it is loaded from its path;
-its report functions are pure (rows and curves in, a summary out).
+Its report functions (``bench/libero_vla.py``) are pure: rows and curves in, a summary out.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -13,9 +13,8 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def report(bench_script):
-    with bench_script("libero_vla") as module:
-        yield module
+def report():
+    return importlib.import_module("bench.libero_vla")  # imported here: it loads torch
 
 
 TASKS = [0, 2]

@@ -19,6 +19,7 @@ from wmrl_envs.scoring import (
     ScoringCore,
     StepSchedule,
     bounded,
+    env_core,
     shared_calibrator,
 )
 
@@ -63,6 +64,38 @@ def test_constant_schedule_names_one_stream():
     assert ScoringCore(HashSchedule(), Calibrator()).reward == "fused"
     with pytest.raises(ConfigError):
         ConstantSchedule("anchor")
+
+
+# --- reward modes ---------------------------------------------------------------------------------------
+
+
+def test_env_core_gives_each_reward_mode_its_schedule_and_calibrator():
+    asked = []
+
+    def key() -> str:
+        asked.append(True)
+        return "test-suite/test-model"
+
+    real = env_core("real", key)
+    assert real.reward == "real" and real.calibrator.shared_key is None and not asked  # the key is never asked for
+    assert env_core("real", key).calibrator is not real.calibrator
+    world_model = env_core("world_model", key, debias=False)
+    assert world_model.reward == "world_model" and not world_model.debias
+    assert world_model.calibrator is shared_calibrator("test-suite/test-model")
+    fused = env_core("fused", key, anchor_fraction=0.5, anchor_seed=3, fusion=FusionConfig(w_max=2.0))
+    assert fused.schedule == HashSchedule(0.5, 3) and fused.fusion.w_max == 2.0
+    schedule, own = StepSchedule(groups_per_step=4), Calibrator()
+    injected = env_core("fused", key, schedule=schedule, calibrator=own)
+    assert injected.schedule is schedule and injected.calibrator is own
+
+
+@pytest.mark.parametrize("reward, kwargs, message", [
+    ("exact", {}, "reward must be one of"),
+    ("real", {"schedule": HashSchedule()}, "needs reward='fused'"),
+])
+def test_env_core_rejects_an_unknown_mode_and_a_schedule_without_fused(reward, kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        env_core(reward, lambda: "unused", **kwargs)
 
 
 # --- fuse -----------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import pytest
 
 from agents.code.grammar import REFERENCE_SOLUTIONS, SLOTS, SolutionChoices, render_script
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.scoring import CodeScorer
 from wmrl_envs.tasks import get_task, list_tasks
 from wmrl_envs.world_models import corpus as corpus_lib
 from wmrl_envs.world_models.corpus import BROKEN_MUTATIONS, CorpusItem, mutate, plan_corpus
@@ -63,23 +64,31 @@ def test_mutate_rejects_unknown_mutations_and_foreign_scripts(task):
         mutate("print(1)\n", "no_submission", task.spec, 0)
 
 
-def test_build_executes_records_and_resumes(task, tmp_path):
+@pytest.fixture
+def execute():
+    """The build's executor, as scripts/build_world_model.py gives it: every script runs."""
+    scorer = CodeScorer(workers=2, prove=False)
+    yield scorer.execute
+    scorer.close()
+
+
+def test_build_executes_records_and_resumes(task, tmp_path, execute):
     path = tmp_path / "corpus.csv"
     plan = [CorpusItem(task.id, task.spec.split, corpus_lib.choices_json(REFERENCE_SOLUTIONS["constant"].to_dict()), 0),
             CorpusItem(task.id, task.spec.split, corpus_lib.choices_json(REFERENCES[0]), 0, "syntax_error")]
-    stats = corpus_lib.build_corpus(plan, {task.id: task}, render, path, workers=2, progress=False)
+    stats = corpus_lib.build_corpus(plan, {task.id: task}, render, path, execute, workers=2, progress=False)
     assert (stats.written, stats.skipped, stats.infra_failures) == (2, 0, 0)
     frame = corpus_lib.read_corpus(path).set_index("mutation")
     assert frame.loc["none", "valid"] == 1 and 0.0 <= frame.loc["none", "real_score"] <= 1.0
     assert frame.loc["syntax_error", "valid"] == 0 and frame.loc["syntax_error", "real_score"] == 0.0
-    again = corpus_lib.build_corpus(plan, {task.id: task}, render, path, progress=False)
+    again = corpus_lib.build_corpus(plan, {task.id: task}, render, path, execute, progress=False)
     assert (again.written, again.skipped) == (0, 2) and len(corpus_lib.read_corpus(path)) == 2
     # Dropping a task's rows makes the next build execute them again; other tasks' rows stay as written.
     other = path.read_text().splitlines()[1].replace(task.id, "another-task", 1)
     path.write_text(path.read_text() + other + "\n")
     assert corpus_lib.drop_tasks(path, [task.id]) == 2
     assert path.read_text().splitlines()[1:] == [other]
-    assert corpus_lib.build_corpus(plan, {task.id: task}, render, path, progress=False).written == 2
+    assert corpus_lib.build_corpus(plan, {task.id: task}, render, path, execute, progress=False).written == 2
 
 
 def test_read_corpus_of_a_missing_file_is_empty(tmp_path):

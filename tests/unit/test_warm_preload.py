@@ -56,4 +56,4 @@ def test_profiles_are_kept_per_runtime_digest(tmp_path, monkeypatch, caplog):
 
 def test_the_shipped_profile_matches_the_shipped_runtime():
     # A runtime-requirements.txt change without a new measurement leaves warm runs unpreloaded.
-    assert preload_modules(load_runtime()), "measure it: python bench/warm_sandbox.py preload"
+    assert preload_modules(load_runtime()), "measure it: python -m bench.warm_sandbox preload"

@@ -108,32 +108,25 @@ class LiberoAdapter:
             rollouts = policy.generate(prompts, group_size, [group_ids[i] for i in order], generator)
         self._charge(rollouts, time.process_time() - cpu0, time.perf_counter() - wall0, ledger)
         grouped = by_group(rollouts, group_ids)
-        return [GroupOutcome(grouped[g], _scored(TASK_NAMES[task_index(t)], g, s, grouped[g]))
+        # Each episode's info carries the ScoreResult the core fused; the group keeps it as it is.
+        return [GroupOutcome(grouped[g], ScoredGroup(TASK_NAMES[task_index(t)], g, s,
+                                                     [r.response["result"] for r in grouped[g]]))
                 for t, g, s in zip(task_ids, group_ids, streams)]
 
     @staticmethod
     def _charge(rollouts: list[Rollout], cpu: float, wall: float, ledger: ComputeLedger) -> None:
-        costs = [r.response["cost"] for r in rollouts]
-        sim_cpu = sum(c["simulation_cpu_s"] for c in costs)
-        sim_wall = sum(c["simulation_s"] for c in costs)
-        wm = sum(c["world_model_s"] for c in costs)
-        scored = sum(r.response["wm_score_raw"] is not None for r in rollouts)
-        ledger.add("simulation", sim_cpu, sim_wall, count=sum(int(c["simulation_steps"]) for c in costs))
+        results: list[ScoreResult] = [r.response["result"] for r in rollouts]
+        sim_cpu = sum(r.cost["simulation_cpu_s"] for r in results)
+        sim_wall = sum(r.cost["simulation_s"] for r in results)
+        wm = sum(r.cost["world_model_s"] for r in results)
+        scored = sum(r.wm_score_raw is not None for r in results)
+        ledger.add("simulation", sim_cpu, sim_wall, count=sum(int(r.cost["simulation_steps"]) for r in results))
         ledger.add("world_model", wm, wm, count=scored)  # NumPy on one thread: CPU time ~ wall time
         ledger.add("generation", max(cpu - sim_cpu - wm, 0.0), max(wall - sim_wall - wm, 0.0), count=len(rollouts))
 
     def close(self) -> None:
         if self.env is not None:
             self.env.close()
-
-
-def _scored(task_id: str, group_id: Hashable, stream: str, rollouts: list[Rollout]) -> ScoredGroup:
-    """The group as the env scored it, one finished episode's info per rollout."""
-    fields = ("score", "real_score", "raw_score", "wm_score_raw", "wm_score_calibrated", "valid", "error",
-              "infra_failure", "fusion_weight", "cost")
-    return ScoredGroup(task_id, group_id, stream,
-                       [ScoreResult(task_id=task_id, stream=stream, **{k: r.response[k] for k in fields})
-                        for r in rollouts])
 
 
 def make_adapter(config) -> LiberoAdapter:

@@ -40,10 +40,12 @@ those, a sampled placement ``init_state >= 1000``: see :func:`.tasks.check_init_
 * **Info**: ``task_id`` (the libero_10 task name), ``task_index``,
   ``init_state``, ``group_id``, ``stream``, ``score``, ``raw_score``, ``real_score``,
   ``wm_score_raw``, ``wm_score_calibrated``, ``valid``, ``error``, ``infra_failure``,
-  ``fusion_weight`` and ``cost``. Scores and cost are None until the episode ends (so that
-  equal seeds and actions give equal infos, as Gymnasium's checker demands); ``cost`` is
-  then the whole episode's: ``simulation_s`` (wall, reset and any rebuild included),
-  ``simulation_cpu_s``, ``simulation_steps`` (wait steps included) and ``world_model_s``.
+  ``fusion_weight``, ``cost`` and ``result``. ``score``, ``cost`` and ``result`` are None until
+  the episode ends (so that equal seeds and actions give equal infos, as Gymnasium's checker
+  demands); ``cost`` is then the whole episode's: ``simulation_s`` (wall, reset and any rebuild
+  included), ``simulation_cpu_s``, ``simulation_steps`` (wait steps included) and
+  ``world_model_s``; ``result`` is the episode's :class:`~wmrl_envs.scoring.ScoreResult` as the
+  core scored it (the flat keys are its fields), which a trainer keeps as it is.
 """
 
 from __future__ import annotations
@@ -72,17 +74,15 @@ from wmrl_envs.libero.tasks import (
 from wmrl_envs.libero.trajectory import Trajectory
 from wmrl_envs.scoring import (
     AnchorSchedule,
-    ConstantSchedule,
     FusionConfig,
-    HashSchedule,
     ScoredGroup,
     ScoreResult,
     ScoringCore,
-    shared_calibrator,
+    check_reward_mode,
+    env_core,
 )
 from wmrl_envs.scoring.schedule import check_stream
 
-REWARD_MODES = ("real", "world_model", "fused")
 OBS_MODES = ("state", "pixels", "both")
 CALIBRATOR_KEY = "libero/success_model"
 
@@ -123,8 +123,7 @@ class LiberoEnvConfig:
     reward_model: str | None = None
 
     def __post_init__(self) -> None:
-        if self.reward not in REWARD_MODES:
-            raise ConfigError(f"reward must be one of {REWARD_MODES}, got {self.reward!r}")
+        check_reward_mode(self.reward)
         if self.obs_mode not in OBS_MODES:
             raise ConfigError(f"obs_mode must be one of {OBS_MODES}, got {self.obs_mode!r}")
         if self.render_mode not in (None, "rgb_array"):
@@ -151,7 +150,8 @@ class LiberoLongEnv(gym.Env):
     """LIBERO-Long with real, world-model or fused success rewards.
 
     Keywords: those of :class:`LiberoEnvConfig`, plus ``schedule`` (an anchor schedule for
-    ``reward="fused"``), ``calibrator`` (default: the process-wide one of the reward model) and
+    ``reward="fused"``), ``calibrator`` (default: :func:`~wmrl_envs.scoring.env_core`'s, the
+    process-wide one of the reward model; a ``real`` env's own) and
     ``core`` (a ready :class:`~wmrl_envs.scoring.ScoringCore`, e.g. a trainer's; it replaces
     both, and its reward must match ``reward``).
     """
@@ -161,10 +161,7 @@ class LiberoLongEnv(gym.Env):
     def __init__(self, *, schedule: AnchorSchedule | None = None, calibrator: Any = None,
                  core: ScoringCore | None = None, **kwargs: Any) -> None:
         self.config = LiberoEnvConfig(**kwargs)
-        if core is not None and core.reward != self.config.reward:
-            raise ConfigError(f"the given core serves reward={core.reward!r}, not {self.config.reward!r}")
-        if schedule is not None and self.config.reward != "fused":
-            raise ConfigError(f"an anchor schedule needs reward='fused', not {self.config.reward!r}")
+        check_reward_mode(self.config.reward, schedule=schedule, core=core)
         self._schedule, self._given_calibrator, self._core = schedule, calibrator, core
         self.render_mode = self.config.render_mode
         self.observation_space: spaces.Dict = self._observation_space()
@@ -231,7 +228,8 @@ class LiberoLongEnv(gym.Env):
         terminated = success
         truncated = not terminated and (
             episode.t >= cfg.max_steps or (episode.stream == "world_model" and episode.t >= cfg.wm_horizon))
-        if episode.stream == "anchor" and episode.wm_raw is None and (terminated or episode.t >= cfg.wm_horizon):
+        if (episode.stream == "anchor" and episode.result.wm_score_raw is None
+                and (terminated or episode.t >= cfg.wm_horizon)):
             self._predict(episode)  # the same prefix a world-model episode is scored on
         if episode.stream == "world_model" and (terminated or truncated):
             self._predict(episode)
@@ -261,19 +259,16 @@ class LiberoLongEnv(gym.Env):
         """The scoring core every episode of this env is scored through (built on first use)."""
         if self._core is None:
             cfg = self.config
-            schedule = (self._schedule or HashSchedule(cfg.anchor_fraction, cfg.anchor_seed)
-                        if cfg.reward == "fused" else ConstantSchedule(cfg.reward))
-            calibrator = self._given_calibrator
-            if calibrator is None:
-                calibrator = shared_calibrator(f"{CALIBRATOR_KEY}/{self.reward_model.name}")
-            self._core = ScoringCore(schedule, calibrator, FusionConfig(w_max=cfg.w_max, c=cfg.c))
+            self._core = env_core(cfg.reward, lambda: f"{CALIBRATOR_KEY}/{self.reward_model.name}",
+                                  schedule=self._schedule, calibrator=self._given_calibrator,
+                                  anchor_fraction=cfg.anchor_fraction, anchor_seed=cfg.anchor_seed,
+                                  fusion=FusionConfig(w_max=cfg.w_max, c=cfg.c))
         return self._core
 
     @core.setter
     def core(self, core: ScoringCore) -> None:
         """Score later episodes through ``core`` (a trainer's, say); its reward must match the env's."""
-        if core.reward != self.config.reward:
-            raise ConfigError(f"the given core serves reward={core.reward!r}, not {self.config.reward!r}")
+        check_reward_mode(self.config.reward, core=core)
         self._core = core
 
     @property
@@ -293,21 +288,16 @@ class LiberoLongEnv(gym.Env):
     def _predict(self, episode: _Episode) -> None:
         """Score the episode so far with the reward model (the raw world-model score)."""
         start = time.perf_counter()
-        episode.wm_raw = float(self.reward_model.predict([episode.trajectory()])[0])
+        episode.result.wm_score_raw = float(self.reward_model.predict([episode.trajectory()])[0])
         episode.cost["world_model_s"] += time.perf_counter() - start
 
     def _finish(self, episode: _Episode, success: bool) -> float:
-        """Score the finished episode through the core; return the reward."""
-        executed = episode.stream != "world_model"
-        if executed:
-            episode.real = float(success)
-        sample = ScoreResult(task_id=TASK_NAMES[episode.task], stream=episode.stream, valid=True if executed else None,
-                             real_score=episode.real, raw_score=episode.real, wm_score_raw=episode.wm_raw,
-                             cost=dict(episode.cost))
-        self.core.fuse([ScoredGroup(sample.task_id, episode.group_id, episode.stream, [sample])])
-        episode.score, episode.wm_calibrated, episode.fusion_weight = (
-            sample.score, sample.wm_score_calibrated, sample.fusion_weight)
-        return float(sample.score)
+        """Score the finished episode's result through the core; return the reward."""
+        result = episode.result
+        if episode.stream != "world_model":
+            result.real_score = result.raw_score = float(success)
+        self.core.fuse([ScoredGroup(result.task_id, episode.group_id, episode.stream, [result])])
+        return float(result.score)
 
     # ------------------------------------------------------------------ observations
     def _observation(self, episode: _Episode, sim: LiberoSim) -> dict[str, Any]:
@@ -322,13 +312,17 @@ class LiberoLongEnv(gym.Env):
 
     @staticmethod
     def _info(e: _Episode) -> dict[str, Any]:
+        # The flat keys are the Gymnasium user's view of the episode's one ScoreResult, which
+        # travels whole, once the episode is scored, as ``result`` (what the trainer reads).
+        r = e.result
         return {
-            "task_id": TASK_NAMES[e.task], "task_index": e.task, "init_state": e.init_state,
-            "group_id": e.group_id, "stream": e.stream, "step": e.t,
-            "score": e.score, "raw_score": e.real, "real_score": e.real,
-            "wm_score_raw": e.wm_raw, "wm_score_calibrated": e.wm_calibrated,
-            "valid": None if e.stream == "world_model" else True, "error": None, "infra_failure": False,
-            "fusion_weight": e.fusion_weight, "cost": dict(e.cost) if e.done else None,
+            "task_id": r.task_id, "task_index": e.task, "init_state": e.init_state,
+            "group_id": e.group_id, "stream": r.stream, "step": e.t,
+            "score": r.score if e.done else None, "raw_score": r.raw_score, "real_score": r.real_score,
+            "wm_score_raw": r.wm_score_raw, "wm_score_calibrated": r.wm_score_calibrated,
+            "valid": r.valid, "error": r.error, "infra_failure": r.infra_failure,
+            "fusion_weight": r.fusion_weight, "cost": dict(r.cost) if e.done else None,
+            "result": r if e.done else None,
         }
 
     def _close_sim(self) -> None:
@@ -352,7 +346,8 @@ class LiberoLongEnv(gym.Env):
 
 
 class _Episode:
-    """Book-keeping of the running episode: states, scores and cost."""
+    """Book-keeping of the running episode: its states, and its one :class:`ScoreResult`
+    (scores and cost), which the core fuses when the episode ends."""
 
     def __init__(self, task: int, init_state: int, group_id: Any, stream: str) -> None:
         self.task, self.init_state, self.group_id, self.stream = task, init_state, group_id, stream
@@ -361,12 +356,15 @@ class _Episode:
         self.proprio: list[np.ndarray] = []
         self.object_state: list[np.ndarray] = []
         self.actions: list[np.ndarray] = []
-        self.score: float | None = None
-        self.real: float | None = None
-        self.wm_raw: float | None = None
-        self.wm_calibrated: float | None = None
-        self.fusion_weight = 1.0
-        self.cost = {"simulation_s": 0.0, "simulation_cpu_s": 0.0, "simulation_steps": 0, "world_model_s": 0.0}
+        # An executed episode is always a valid "submission": it succeeds or it does not.
+        cost = {"simulation_s": 0.0, "simulation_cpu_s": 0.0, "simulation_steps": 0, "world_model_s": 0.0}
+        self.result = ScoreResult(task_id=TASK_NAMES[task], stream=stream,
+                                  valid=None if stream == "world_model" else True, cost=cost)
+
+    @property
+    def cost(self) -> dict[str, float]:
+        """The episode's cost so far (its result's)."""
+        return self.result.cost
 
     @contextmanager
     def charge(self) -> Iterator[None]:
@@ -386,6 +384,7 @@ class _Episode:
 
     def trajectory(self) -> Trajectory:
         actions = np.array(self.actions, dtype=np.float32).reshape(-1, 7)
+        real = self.result.real_score
         return Trajectory(self.task, self.init_state, np.array(self.proprio), np.array(self.object_state),
-                          actions, None if self.real is None else bool(self.real), "env")
+                          actions, None if real is None else bool(real), "env")
 

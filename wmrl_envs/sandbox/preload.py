@@ -11,7 +11,7 @@ modules that at least ``min_share`` of the scripts import, at a median cost of a
 Profiles live in ``assets/runtime-preload.json``, one per digest of the runtime's requirements
 (the digest the runtime venv's marker records). A runtime without one preloads nothing (its
 runs are then about as slow as cold ones) until it is measured:
-``python bench/warm_sandbox.py preload``.
+``python -m bench.warm_sandbox preload``.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def preload_modules(runtime: Runtime) -> tuple[str, ...]:
     profile = profiles.get(runtime.requirements_sha256)
     if profile is None:
         log.warning("no preload profile for the runtime %s (requirements %s): its warm runs import everything "
-                    "themselves; measure one with `python bench/warm_sandbox.py preload`",
+                    "themselves; measure one with `python -m bench.warm_sandbox preload`",
                     runtime.venv, runtime.requirements_sha256[:12] or "unknown")
         return ()
     return tuple(profile["modules"])

@@ -16,10 +16,12 @@ from wmrl_envs.scoring.calibrators import shared_calibrator
 from wmrl_envs.scoring.code import CodeGroup, CodeScorer, extract_code
 from wmrl_envs.scoring.core import GroupScorer, ScoringCore
 from wmrl_envs.scoring.fusion import FusionConfig, anchor_weight, sample_weights
+from wmrl_envs.scoring.modes import REWARD_MODES, check_reward_mode, env_core
 from wmrl_envs.scoring.results import STREAMS, ScoredGroup, ScoreResult, bounded
 from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, HashSchedule, StepSchedule
 
 __all__ = [
+    "REWARD_MODES",
     "STREAMS",
     "AnchorSchedule",
     "CodeGroup",
@@ -34,6 +36,8 @@ __all__ = [
     "StepSchedule",
     "anchor_weight",
     "bounded",
+    "check_reward_mode",
+    "env_core",
     "extract_code",
     "sample_weights",
     "shared_calibrator",

@@ -10,7 +10,9 @@ rendered script (:data:`BROKEN_MUTATIONS`; the operators live in
 model never learns that a script that crashes, writes nothing or writes the wrong columns scores 0.
 
 ``wmrl_envs`` never imports ``agents`` (docs/architecture.md §1), so the renderer of the grammar is passed
-in by the caller (``scripts/build_world_model.py``) as a :data:`Renderer`.
+in by the caller (``scripts/build_world_model.py``) as a :data:`Renderer`. The executor is passed in
+too, as an :data:`Execute` (the caller's ``CodeScorer(prove=False).execute``): world models sit below
+the scoring core, which reads them, and this build-time code must not reach back up to it.
 """
 
 from __future__ import annotations
@@ -26,13 +28,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.sandbox import DEFAULT_EXECUTOR
-from wmrl_envs.scoring import CodeScorer, ScoreResult
 from wmrl_envs.tasks.spec import Task, TaskSpec
 from wmrl_envs.world_models.mutations import LEGACY_MUTATIONS, OPERATORS, MutationNotApplicable, mutate
 
@@ -40,6 +41,27 @@ log = logging.getLogger(__name__)
 
 #: ``render(spec, choices, seed) -> script``: the grammar's renderer.
 Renderer = Callable[[TaskSpec, Mapping[str, str], int], str]
+
+
+class Run(Protocol):
+    """What a row records of one execution (a :class:`~wmrl_envs.scoring.ScoreResult` is one)."""
+
+    infra_failure: bool
+    error: str | None
+    execution_status: str
+    valid: bool | None
+    real_score: float | None
+    raw_score: float | None
+    status: str
+    exception: str | None
+    stderr: str
+    cost: Mapping[str, float]
+
+
+#: ``execute(tasks, scripts) -> runs``: runs every script in the sandbox and grades it, one
+#: :class:`Run` per script, in order. It must run every script, proving nothing: the corpus is the
+#: ground truth the prover and the world model answer to (``CodeScorer(prove=False).execute``).
+Execute = Callable[[Sequence[Task], Sequence[str]], Sequence[Run]]
 
 #: The mutations a planned broken variant draws from: the legacy six, whose rows the shipped CSVs hold.
 BROKEN_MUTATIONS: tuple[str, ...] = LEGACY_MUTATIONS
@@ -249,10 +271,10 @@ def build_corpus(
     tasks: Mapping[str, Task],
     render: Renderer,
     path: str | Path,
+    execute: Execute,
     workers: int = 2,
     wall_s: float | None = 60.0,
     loop_wall_s: float = 30.0,
-    executor: str = DEFAULT_EXECUTOR,
     progress: bool = True,
 ) -> BuildStats:
     """Execute every planned item that has no row yet and append one row per execution.
@@ -266,18 +288,16 @@ def build_corpus(
         tasks: Task of every ``task_id`` in the plan.
         render: The grammar's renderer.
         path: Corpus CSV (created with a header if missing).
-        workers: Sandbox runs at once.
+        execute: Runs and grades scripts (see :data:`Execute`).
+        workers: Items in flight at once (give ``execute`` as many sandbox workers).
         wall_s: Cap on each task's wall-clock limit for corpus runs (None keeps the task's).
         loop_wall_s: Wall-clock limit of the items whose operator always times out
             (:data:`TIMEOUT_MUTATIONS`): any limit gives them the same outcome.
-        executor: Sandbox backend.
         progress: Show a progress bar.
     """
     path = Path(path)
     done = {item.key for item in corpus_items(read_corpus(path))}
     todo = [item for item in plan if item.key not in done]
-    # Every script runs: the corpus is the ground truth the prover and the world model answer to.
-    reward = CodeScorer(executor=executor, workers=workers, prove=False)
     start = time.perf_counter()
     written = infra = 0
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -286,7 +306,7 @@ def build_corpus(
         writer = csv.writer(fh)
         if new_file:
             writer.writerow(COLUMNS + OUTCOME_COLUMNS)
-        futures = {threads.submit(_execute, item, tasks[item.task_id], render, reward, wall_s, loop_wall_s): item
+        futures = {threads.submit(_execute, item, tasks[item.task_id], render, execute, wall_s, loop_wall_s): item
                    for item in todo}
         finished = as_completed(futures)
         if progress:
@@ -302,19 +322,18 @@ def build_corpus(
             writer.writerow(_row(item, result))
             fh.flush()
             written += 1
-    reward.close()
     return BuildStats(len(plan), len(plan) - len(todo), written, infra, time.perf_counter() - start)
 
 
-def fill_outcomes(path: str | Path, tasks: Mapping[str, Task], render: Renderer, workers: int = 2,
-                  wall_s: float | None = 60.0, loop_wall_s: float = 30.0, executor: str = DEFAULT_EXECUTOR) -> int:
+def fill_outcomes(path: str | Path, tasks: Mapping[str, Task], render: Renderer, execute: Execute, workers: int = 2,
+                  wall_s: float | None = 60.0, loop_wall_s: float = 30.0) -> int:
     """Give every row of a corpus written before :data:`OUTCOME_COLUMNS` existed its outcome.
 
     A valid run's outcome is ``valid``; any other row's script runs again, since the old
     columns do not say which exception or which grader complaint ended it. A rerun whose
     executor status differs from the row's (a run near its time limit) leaves the outcome
     empty and is logged. The file is rewritten whole, its other columns unchanged. Returns how
-    many rows were executed.
+    many rows were executed (by ``execute``, ``workers`` at once; the rest as :func:`build_corpus`).
     """
     path = Path(path)
     with path.open(newline="", encoding="utf-8") as fh:
@@ -330,10 +349,9 @@ def fill_outcomes(path: str | Path, tasks: Mapping[str, Task], render: Renderer,
             row.update(outcome=outcome.VALID, exception="", message="")
         else:
             rerun.append(row)
-    scorer = CodeScorer(executor=executor, workers=workers, prove=False)
     with ThreadPoolExecutor(workers) as threads:
         items = [CorpusItem(r["task_id"], r["split"], r["choices"], int(r["seed"]), r["mutation"]) for r in rerun]
-        results = threads.map(lambda i: _execute(i, tasks[i.task_id], render, scorer, wall_s, loop_wall_s), items)
+        results = threads.map(lambda i: _execute(i, tasks[i.task_id], render, execute, wall_s, loop_wall_s), items)
         for row, result in zip(rerun, results):
             fresh = _row(CorpusItem(row["task_id"], row["split"], row["choices"], int(row["seed"]), row["mutation"]),
                          result)
@@ -342,7 +360,6 @@ def fill_outcomes(path: str | Path, tasks: Mapping[str, Task], render: Renderer,
                             row["mutation"], fresh[5], row["status"])
                 continue
             row.update(zip(OUTCOME_COLUMNS, fresh[len(COLUMNS):]))
-    scorer.close()
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, restval="")
@@ -352,16 +369,16 @@ def fill_outcomes(path: str | Path, tasks: Mapping[str, Task], render: Renderer,
     return len(rerun)
 
 
-def _execute(item: CorpusItem, task: Task, render: Renderer, reward: CodeScorer,
-             wall_s: float | None, loop_wall_s: float) -> ScoreResult:
+def _execute(item: CorpusItem, task: Task, render: Renderer, execute: Execute,
+             wall_s: float | None, loop_wall_s: float) -> Run:
     cap = loop_wall_s if item.mutation in TIMEOUT_MUTATIONS else wall_s
     if cap is not None and cap < task.limits.wall_s:
         limits = dataclasses.replace(task.limits, wall_s=float(cap))
         task = dataclasses.replace(task, spec=dataclasses.replace(task.spec, limits=limits))
-    return reward.execute([task], [item.script(task.spec, render)])[0]
+    return execute([task], [item.script(task.spec, render)])[0]
 
 
-def _row(item: CorpusItem, result: ScoreResult) -> list[object]:
+def _row(item: CorpusItem, result: Run) -> list[object]:
     raw = "" if result.raw_score is None else f"{result.raw_score:.6g}"
     _, line = outcome.exception_from_stderr(result.stderr)
     message = (line or (result.error or ""))[:MAX_ROW_MESSAGE]

@@ -1,0 +1,76 @@
+"""Helpers shared by the benchmark scripts: result files, their provenance, small statistics."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wmrl_envs.provenance import provenance
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def rerun_command(module: str, argv: Sequence[str] = ()) -> str:
+    """The command that reruns the bench script ``module`` (its ``__spec__.name``, ``bench.<name>``)
+    with ``argv``, from the repository root."""
+    return " ".join(["python", "-m", module, *map(shlex.quote, argv)])
+
+
+def setup_threads() -> None:
+    """One thread per process: on 2 shared cores more threads only add contention."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def mean_se(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and standard error (``ddof=1``) of per-seed or per-policy figures; the SE is NaN for a
+    single value, and both are NaN for none."""
+    if not len(values):
+        return math.nan, math.nan
+    se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
+    return float(np.mean(values)), se
+
+
+def median_flag(flags: list[float | None]) -> float | None:
+    """The median anchor-pair count at which the audit first flagged, a seed that never flagged
+    counting as never (so None when at least half never flagged)."""
+    values = sorted(math.inf if f is None else f for f in flags)
+    middle = float(np.median(values)) if values else math.inf
+    return None if not math.isfinite(middle) else middle
+
+
+def concordance(labels: np.ndarray, scores: np.ndarray) -> tuple[float, int]:
+    """Concordant (success, failure) score pairs, ties counted half, and the number of pairs."""
+    pos, neg = scores[labels > 0.5], scores[labels <= 0.5]
+    wins = (pos[:, None] > neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()
+    return float(wins), len(pos) * len(neg)
+
+
+def auroc(labels: np.ndarray, scores: np.ndarray) -> float:
+    """P(a success scores above a failure), ties counted half; NaN without both outcomes."""
+    wins, pairs = concordance(labels, scores)
+    return wins / pairs if pairs else float("nan")
+
+
+def write_result(name: str, module: str, payload: dict[str, Any], markdown: str) -> Path:
+    """Write ``bench/results/<name>.json`` (with :func:`~wmrl_envs.provenance.provenance` as
+    ``machine``) and ``<name>.md``, whose footer names the command that reruns it: the bench
+    script ``module`` with the arguments this process was given."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"machine": provenance(), **payload}
+    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=float))
+    md = RESULTS / f"{name}.md"
+    info = payload["machine"]
+    footer = (f"\n\n{info['cores']} cores, {info['ram_gib']} GiB RAM, {info['date'][:10]}, "
+              f"commit `{info['commit'][:10]}`. Rerun: `{rerun_command(module, info['argv'])}`\n")
+    md.write_text(markdown.rstrip() + footer)
+    return md
