@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
@@ -59,7 +60,7 @@ def run_once(executor: str, seed: int, env: str) -> dict:
             "heldout_untrained": untrained["score_mean"], "heldout_trained": trained["score_mean"],
             "heldout_trained_se_over_tasks": trained["score_se"], "valid_rate": trained["valid_rate"],
             "infra_failures": trained["infra_failures"] + untrained["infra_failures"],
-            "machine": provenance()}
+            "machine": provenance(), "loadavg_1m_at_end": os.getloadavg()[0]}
 
 
 def summarise(runs: list[dict], executors: list[str], seeds: list[int]) -> dict:
@@ -85,7 +86,8 @@ def markdown(summary: dict, runs: list[dict], env: str) -> str:
     lines = [f"### The main job on `{env}`, cold and default executor", "",
              f"`scripts/main.sh --env {env}` with set-up cached, {runs[0]['machine']['cores']} cores; mean ± SE over "
              "seeds (a single seed shows no SE). `auto` is the default executor (warm where the host allows it). "
-             "Held-out: avg@4 position score by real execution" + (", and RPG" if env != DEFAULT_ENV else "") + ".", "",
+             "Held-out: avg@4 by real execution of the env's reward quantity (the position score; on DSBench the "
+             "RPG, with DSBench's own mean RPG in brackets).", "",
              "| executor | seeds | job wall (min) | ledger CPU-s | held-out untrained | held-out trained |",
              "|---|---|---:|---:|---:|---:|"]
     for name, row in summary["executors"].items():

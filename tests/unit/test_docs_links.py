@@ -19,9 +19,6 @@ FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.S | re.M)
 CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
 LINK = re.compile(r"\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+[\"'(][^)]*)?\)")
 SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
-#: Results files a running benchmark is writing, linked ahead of time. An entry goes once its
-#: file is committed (``test_pending_files_are_still_pending`` says when).
-PENDING = {"bench/results/main_job.md": "python bench/main_job.py (TBD-MAINJOB in the README)"}
 
 
 def documents() -> list[Path]:
@@ -42,7 +39,7 @@ def broken_links(path: Path, root: Path = REPO) -> list[str]:
         if SCHEME.match(target) or target.startswith("#"):
             continue
         resolved = (path.parent / unquote(target.split("#", 1)[0].split("?", 1)[0])).resolve()
-        if resolved.exists() or (resolved.is_relative_to(root) and resolved.relative_to(root).as_posix() in PENDING):
+        if resolved.exists():
             continue
         broken.append(f"{path.relative_to(root)}:{line}: {target}")
     return broken
@@ -52,11 +49,6 @@ def broken_links(path: Path, root: Path = REPO) -> list[str]:
 def test_every_relative_link_resolves(path: Path) -> None:
     broken = broken_links(path)
     assert not broken, "links to files that do not exist:\n" + "\n".join(broken)
-
-
-def test_pending_files_are_still_pending() -> None:
-    landed = [name for name in PENDING if (REPO / name).exists()]
-    assert not landed, f"committed now, so drop them from PENDING in {Path(__file__).name}: {landed}"
 
 
 def test_the_check_finds_a_broken_link_and_ignores_code(tmp_path: Path) -> None:
