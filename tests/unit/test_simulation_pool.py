@@ -74,6 +74,10 @@ def test_bad_pools_are_config_errors():
         SimulationPool(backend="threads")
     with pytest.raises(ConfigError, match="exactly 1 inline"):
         SimulationPool(workers=2, backend="inline")
+    with pytest.raises(ConfigError, match="wm_horizon must be in"):
+        SimulationPool(env_options={"max_steps": 20})  # checked here, before any worker starts
+    with pytest.raises(ConfigError, match="not a reward option"):
+        SimulationPool(backend="inline", env_options={"reward": "real"})
     with pytest.raises(ConfigError, match="ship a policy"):
         SimulationPool(backend="inline").run([Echo(0)])
 

@@ -442,6 +442,11 @@ class SimulationPool:
             raise ConfigError(f"need workers >= 1 (exactly 1 inline), got {workers} for backend {backend!r}")
         self.backend_name = backend
         self.env_options = dict(env_options or {})
+        if "reward" in self.env_options:
+            raise ConfigError("a worker's env takes each episode's stream from its job, not a reward option")
+        from wmrl_envs.libero.env import LiberoEnvConfig
+
+        LiberoEnvConfig(**self.env_options)  # a bad option is the caller's error here, not a worker's traceback later
         self._backend = {"inline": _Inline, "local": _Local, "ray": _Ray}[backend](self.env_options)
         self._slots = [_Slot(h) for h in self._backend.start(workers)]
         self._version = 0
