@@ -29,6 +29,13 @@ gradient ``g_j`` of the GRPO surrogate is taken at the starting policy; then:
   taken from one half of the groups and scored on the other half (out-of-sample: what the
   update does for episodes it did not see).
 
+``--shaped`` measures, on the same saved batches, the noise scale of the shaped reward of
+``wmrl train --wm-reward shaped`` (the success plus the rise ``Phi_T - Phi_0`` of the success
+model's P(success | states so far), ``wmrl_envs/scoring/shaping.py``) against the sparse success,
+each with its 2-SE bounds (``bench/results/libero_gradient_noise_shaped.{json,md}``)::
+
+    python -m bench.libero_gradient_noise --policies bc-s6 bc-s3 bc-s7 --groups 32 --shaped
+
 ``--temperature T`` samples the batch from the tempered policy (log-probs and gradients are the
 tempered policy's too): a lower temperature samples closer to the greedy actions the evaluation
 takes. The batch is saved (``<run>/gradient-batch-g<groups>[-t<T>].pt``), so the analysis reruns
@@ -228,7 +235,6 @@ def measure(policy, policy_name: str, batch: dict, baseline_every: int) -> dict:
     """Every figure of the module docstring from one saved batch, at the policy that drew it."""
     import torch
 
-    from agents.base import pad_logps
     from trainers import grpo
     from wmrl_envs.libero.reward_model import load_reward_model
 
@@ -238,18 +244,7 @@ def measure(policy, policy_name: str, batch: dict, baseline_every: int) -> dict:
     members = {gid: [i for i, g in enumerate(group_ids) if g == gid] for gid in groups_in_order}
 
     def per_group_of(advantages: list[torch.Tensor]) -> torch.Tensor:
-        """One gradient per group from each sample's advantage (a scalar or one per token)."""
-        rows = []
-        for gid in groups_in_order:
-            idx = members[gid]
-            adv = [advantages[i] for i in idx]
-            if not any(float(a.abs().sum()) for a in adv):
-                rows.append(torch.zeros(sum(p.numel() for p in params)))
-                continue
-            group_adv = torch.stack(adv) if adv[0].dim() == 0 else pad_logps(adv)[0]
-            loss, _ = surrogate_loss(policy, [rollouts[i] for i in idx], group_adv, kl_coef=0.0)
-            rows.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)]))
-        return torch.stack(rows)
+        return per_group_gradients(policy, rollouts, group_ids, advantages)
 
     def per_group(rewards: np.ndarray, advantage: str) -> torch.Tensor:
         return per_group_of(list(grpo.group_advantages(rewards, group_ids, mode=advantage)))
@@ -303,6 +298,117 @@ def measure(policy, policy_name: str, batch: dict, baseline_every: int) -> dict:
                         for mode, g in wm_grads.items()},
         "adam_first_step": steps,
     }
+
+
+def per_group_gradients(policy, rollouts, group_ids, advantages) -> torch.Tensor:
+    """``[groups, P]``: one gradient of the GRPO surrogate per group (in first-seen order) at the
+    policy's trained parameters, from each sample's advantage (a scalar or one per token)."""
+    import torch
+
+    from agents.base import pad_logps
+
+    params = [p for p in policy.parameters() if p.requires_grad]
+    rows = []
+    for gid in dict.fromkeys(group_ids):
+        idx = [i for i, g in enumerate(group_ids) if g == gid]
+        adv = [advantages[i] for i in idx]
+        if not any(float(a.abs().sum()) for a in adv):
+            rows.append(torch.zeros(sum(p.numel() for p in params)))
+            continue
+        group_adv = torch.stack(adv) if adv[0].dim() == 0 else pad_logps(adv)[0]
+        loss, _ = surrogate_loss(policy, [rollouts[i] for i in idx], group_adv, kl_coef=0.0)
+        rows.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)]))
+    return torch.stack(rows)
+
+
+def noise_scale_bounds(stats: dict[str, float]) -> tuple[float, float]:
+    """B with the signal two SEs above and below its estimate: ``tr(Sigma) / (|E g|^2 +- 2 SE)``
+    (infinite where that signal is not positive)."""
+    signal, se, trace = stats["signal_norm2"], stats["signal_norm2_se"], stats["trace_cov"]
+    return tuple(trace / s if s > 0 else math.inf for s in (signal + 2 * se, signal - 2 * se))  # type: ignore[return-value]
+
+
+def shaped_rewards(rollouts, real: np.ndarray, model) -> dict[str, np.ndarray]:
+    """The shaped reward of each episode (``wmrl_envs/scoring/shaping.py``): its success plus the
+    rise of the success model's potential, ``Phi_T - Phi_0``, raw and through a calibrator fitted
+    on the batch's own (``Phi_T``, success) pairs (in-sample, as the batch's calibrated scores).
+    ``Phi_T`` is read at the last state the policy acted in, one step before the episode's end:
+    a saved rollout keeps the states its policy read."""
+    from agents.vla.policy import MiniVLAPolicy
+    from wmrl_envs.calibration import Calibrator, CalibratorConfig
+    from wmrl_envs.scoring.shaping import shaped_return
+
+    start, end = np.array([model.potentials(MiniVLAPolicy.states_trajectory(r)) for r in rollouts]).T
+    tasks = [r.task_id for r in rollouts]
+    calibrator = Calibrator(CalibratorConfig(min_pairs_global=8))
+    calibrator.add_pairs(end, real, tasks)
+    return {"potential_start": start, "potential_end": end,
+            "shaped": shaped_return(real, calibrator.calibrate(end, tasks), calibrator.calibrate(start, tasks)),
+            "shaped_raw": shaped_return(real, end, start)}
+
+
+#: The rewards the shaped measurement compares, and how the report names them.
+SHAPED_REWARDS = {"sparse": "sparse (success)", "shaped": "shaped (calibrated)", "shaped_raw": "shaped (raw)"}
+
+
+def measure_shaped(policy, policy_name: str, batch: dict, model, fine_tune_groups: int = 16) -> dict:
+    """The gradient noise scale of the shaped reward against the sparse one, on one saved batch:
+    GRPO's advantage (std) over the same groups, at the policy that drew it; ``model`` is the
+    success model whose readings are the potential."""
+    from trainers import grpo
+
+    rollouts, group_ids, real = batch["rollouts"], batch["group_ids"], batch["real"]
+    rewards = {"sparse": real, **shaped_rewards(rollouts, real, model)}
+    grads = {name: per_group_gradients(policy, rollouts, group_ids,
+                                       list(grpo.group_advantages(rewards[name], group_ids, mode="std")))
+             for name in SHAPED_REWARDS}
+    members = [[i for i, g in enumerate(group_ids) if g == gid] for gid in dict.fromkeys(group_ids)]
+    out = {"policy": policy_name, "seed": batch["seed"], "temperature": policy.config.temperature,
+           "groups": len(members), "episodes": len(rollouts), "real_success": float(real.mean()),
+           "potential_end_auroc": auroc(real, rewards["potential_end"]),
+           "potential_start_mean": float(rewards["potential_start"].mean()), "fine_tune_groups": fine_tune_groups}
+    for name in SHAPED_REWARDS:
+        stats = noise_scale(grads[name])
+        lower, upper = noise_scale_bounds(stats)
+        out[name] = {**stats, "noise_scale_groups_lower": lower, "noise_scale_groups_upper": upper,
+                     "silent_share": float(np.mean([np.ptp(rewards[name][m]) == 0 for m in members])),
+                     "expected_cosine_with_sparse": expected_cosine(grads[name], grads["sparse"])}
+    b_sparse, b_shaped = out["sparse"]["noise_scale_groups"], out["shaped"]["noise_scale_groups"]
+    # Steps to the same progress at the fine-tunes' batch, shaped over sparse (McCandlish et al.: 1 + B / b).
+    out["steps_ratio_at_fine_tune_batch"] = ((1 + b_shaped / fine_tune_groups) / (1 + b_sparse / fine_tune_groups)
+                                             if math.isfinite(b_shaped) and math.isfinite(b_sparse) else math.nan)
+    return out
+
+
+def shaped_report(results: list[dict]) -> str:
+    """B of the shaped reward against the sparse one, per policy and over policies."""
+
+    def b(stats: dict) -> str:
+        return (f"{stats['noise_scale_groups']:.0f} [{stats['noise_scale_groups_lower']:.0f}, "
+                f"{stats['noise_scale_groups_upper']:.0f}]")
+
+    lines = ["# Gradient noise scale on LIBERO-Long: the shaped reward against the sparse one", "",
+             (f"One batch per policy ({results[0]['groups']} groups of {GROUP_SIZE} episodes, training init states, "
+              f"temperature {', '.join(sorted({format(r['temperature'], 'g') for r in results}))}), every episode executed "
+              "to its end. Sparse: the simulator's success. Shaped: the success plus the rise of the success "
+              "model's P(success | states so far), Phi_T - Phi_0 (gamma 1), calibrated on the batch's own "
+              "(Phi_T, success) pairs, or raw. GRPO's advantage (std) over the same groups, gradients at the "
+              "start. B in groups, with the signal 2 SE above and below its estimate in brackets (infinite where "
+              "that signal is not positive)."), "",
+             "| policy | episodes | success | AUROC of Phi_T | silent groups: sparse / shaped | "
+             + " | ".join(f"B, {label}" for label in SHAPED_REWARDS.values())
+             + " | cos(E g_shaped, E g_sparse) | steps at 16 groups, shaped / sparse |",
+             "|---|---:|---:|---:|---:|" + "---:|" * len(SHAPED_REWARDS) + "---:|---:|"]
+    for r in results:
+        lines.append(f"| {r['policy']} | {r['episodes']} | {r['real_success']:.2f} | {r['potential_end_auroc']:.2f} | "
+                     f"{r['sparse']['silent_share']:.2f} / {r['shaped']['silent_share']:.2f} | "
+                     + " | ".join(b(r[name]) for name in SHAPED_REWARDS)
+                     + f" | {r['shaped']['expected_cosine_with_sparse']:.2f} | "
+                     f"{r['steps_ratio_at_fine_tune_batch']:.2f} |")
+    summary = "; ".join(f"{label} {_mean_se([r[name]['noise_scale_groups_lower'] for r in results])}"
+                        for name, label in SHAPED_REWARDS.items())
+    lines += ["", f"Mean over policies of B's lower bound: {summary}."]
+    return "\n".join(lines)
 
 
 def surrogate_loss(policy, rollouts, advantages, kl_coef: float):
@@ -455,6 +561,8 @@ def noise_ratio_at_equal_signal(result: dict) -> float:
 
 
 def main() -> None:
+    from wmrl_envs.libero.reward_model import load_reward_model
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=Path, default=Path("runs/libero"), help="bench/libero_vla.py's run folders")
     parser.add_argument("--policies", nargs="+", default=["bc-s6", "bc-s3", "bc-s7"])
@@ -464,8 +572,12 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the batch")
     parser.add_argument("--baseline-every", type=int, default=20,
                         help="steps between the success model's readings of V(s_t) for the state-value baseline")
-    parser.add_argument("--result", default="libero_gradient_noise",
-                        help="name of the bench/results/<name>.{json,md} files written")
+    parser.add_argument("--shaped", action="store_true",
+                        help="measure B of the shaped reward (success + calibrated rise of P(success | prefix)) "
+                             "against the sparse success on the same batches, instead of the figures above")
+    parser.add_argument("--result", default=None,
+                        help="name of the bench/results/<name>.{json,md} files written (default: "
+                             "libero_gradient_noise, with --shaped libero_gradient_noise_shaped)")
     args = parser.parse_args()
     if args.groups < 4:
         raise SystemExit("--groups must be at least 4 (two halves of two groups)")
@@ -474,6 +586,21 @@ def main() -> None:
     if args.baseline_every < 1:
         raise SystemExit(f"--baseline-every must be at least 1, got {args.baseline_every}")
     setup_threads()
+    result = args.result or ("libero_gradient_noise_shaped" if args.shaped else "libero_gradient_noise")
+    if args.shaped:
+        shaped = []
+        for name in args.policies:
+            out = args.runs / name / f"gradient-noise-shaped-g{args.groups}{temperature_suffix(args.temperature)}.json"
+            if not out.exists():
+                batch = collect_batch(args.runs, name, args.groups, args.seed, args.tasks, args.temperature)
+                policy = load_policy(args.runs, name, args.temperature)
+                out.write_text(json.dumps(measure_shaped(policy, name, batch, load_reward_model()), indent=2,
+                                          default=float))
+            shaped.append(json.loads(out.read_text()))
+        md = write_result(result, {"policies": args.policies, "groups": args.groups, "temperature": args.temperature,
+                                   "results": shaped}, shaped_report(shaped))
+        print(md.read_text())
+        return
     results = []
     for name in args.policies:
         out = args.runs / name / f"gradient-noise-g{args.groups}{temperature_suffix(args.temperature)}.json"
@@ -484,7 +611,7 @@ def main() -> None:
             out.write_text(json.dumps(measure(policy, name, batch, args.baseline_every),
                                       indent=2, default=float))
         results.append(json.loads(out.read_text()))
-    md = write_result(args.result, __spec__.name, {"policies": args.policies, "groups": args.groups,
+    md = write_result(result, __spec__.name, {"policies": args.policies, "groups": args.groups,
                                     "temperature": args.temperature, "results": results}, report(results))
     print(md.read_text())
 

@@ -13,6 +13,10 @@ output exists, so the whole protocol resumes after an interruption.
   :class:`~trainers.families.libero.LiberoAdapter`, the same number of updates in both modes;
   a policy snapshot and the ledger are kept every ``--curve-every`` steps for learning curves;
   ``--train 'bias|norm'`` trains only the parameters whose names match.
+* ``--sim-workers N [--executor ray]`` (``finetune``, ``eval``, ``all``): run the episodes on N
+  simulation workers (local processes, or Ray actors on the cluster ``RAY_ADDRESS`` names, else
+  a local one); ``finetune --wm-reward shaped`` rewards world-model groups by potential-based
+  shaping instead of truncating them (``wmrl_envs/scoring/shaping.py``).
 * ``eval --policy NAME [--step K] [--fresh N]``: greedy success on held-out init states 40-49 of
   the tasks, or with ``--fresh N`` on N sampled placements per task (init states 1000..), scenes
   in no LIBERO file, for more held-out episodes than the 10 official states allow.
@@ -161,10 +165,11 @@ def stage_finetune(args: argparse.Namespace) -> None:
         steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
         warmup_steps=min(2, args.steps - 1), anchor_fraction=args.anchor_fraction, learning_rate=args.learning_rate,
         kl_coef=args.kl_coef, update_epochs=args.update_epochs, advantage=args.advantage,
-        calibration_min_pairs_global=8, seed=args.seed,
-        output_dir=str(run), checkpoint_every=1, tensorboard=False)
+        calibration_min_pairs_global=8, seed=args.seed, sim_workers=args.sim_workers, executor=args.executor,
+        wm_reward=args.wm_reward, output_dir=str(run), checkpoint_every=1, tensorboard=False)
     adapter = LiberoAdapter(task_ids=args.tasks, wm_horizon=args.wm_horizon, seed=args.seed,
-                            obs_mode="both" if args.images else "state")
+                            obs_mode="both" if args.images else "state", sim_workers=args.sim_workers,
+                            executor=args.executor, wm_reward=args.wm_reward)
     trainer = WMRLTrainer(config, policy, adapter)
     trainer.resume()
     run.mkdir(parents=True, exist_ok=True)
@@ -187,7 +192,7 @@ def stage_finetune(args: argparse.Namespace) -> None:
 
 def stage_eval(args: argparse.Namespace) -> None:
     from agents.vla.policy import MiniVLAPolicy, VLAEpisodePolicy
-    from wmrl_envs.libero.evaluate import evaluate_libero
+    from trainers.families.libero_pool import evaluate_episodes, make_pool, pooled
     from wmrl_envs.libero.tasks import sampled_init_states
 
     if args.protocol and args.fresh:
@@ -205,9 +210,15 @@ def stage_eval(args: argparse.Namespace) -> None:
         print(f"{out} exists")
         return
     policy = MiniVLAPolicy.load(folder / f"policy{suffix}.pt")
-    report = evaluate_libero(VLAEpisodePolicy(policy, greedy=True), trials=len(inits), tasks=tasks,
-                             init_states=inits, name=f"{args.policy}{suffix}",
-                             obs_mode="both" if policy.config.use_images else "state")
+    obs_mode = "both" if policy.config.use_images else "state"
+    pool = (make_pool(args.sim_workers, args.executor, {"obs_mode": obs_mode})
+            if pooled(args.sim_workers, args.executor) else None)
+    try:
+        report = evaluate_episodes(VLAEpisodePolicy(policy, greedy=True), len(inits), tasks, inits,
+                                   f"{args.policy}{suffix}", obs_mode=obs_mode, pool=pool)
+    finally:
+        if pool is not None:
+            pool.close()
     out.write_text(json.dumps(report.to_dict(), indent=2))
     print(report.to_markdown())
 
@@ -703,6 +714,12 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=Path("runs/libero"), help="folder of every stage's outputs")
     tasks = argparse.ArgumentParser(add_help=False)
     tasks.add_argument("--tasks", type=int, nargs="+", default=list(DEFAULT_TASKS), help="tasks trained and evaluated")
+    workers = argparse.ArgumentParser(add_help=False)
+    workers.add_argument("--sim-workers", type=int, default=1,
+                         help="simulation workers the episodes run on (1: this process)")
+    workers.add_argument("--executor", choices=("local", "ray"), default="local",
+                         help="where the workers run: local processes, or Ray actors (joins RAY_ADDRESS, else "
+                              "starts a Ray on this machine)")
     sub = parser.add_subparsers(dest="stage", required=True)
 
     def add_bc(p: argparse.ArgumentParser) -> None:
@@ -726,6 +743,9 @@ def main() -> None:
         p.add_argument("--advantage", choices=("std", "mean"), default="std",
                        help="group advantage: 'std' divides by the group's std (GRPO), 'mean' does not (Dr.GRPO), so "
                             "small score spreads in a group stay small")
+        p.add_argument("--wm-reward", choices=("truncate", "shaped"), default="truncate",
+                       help="world-model groups: stop at --wm-horizon and score P(success) (truncate), or run to the "
+                            "end and add the calibrated rise of P(success | prefix) to the success (shaped)")
         p.add_argument("--images", action="store_true", help="also read the camera (obs_mode both; ~30x slower)")
         p.add_argument("--train", default="", metavar="REGEX",
                        help="train only the parameters whose names match, e.g. 'bias|norm' (default: all); see "
@@ -740,13 +760,13 @@ def main() -> None:
     pr.add_argument("--inits", type=int, nargs="*", default=list(range(0, 40, 5)), help="training init states")
     pr.add_argument("--samples", type=int, default=2, help="episodes per (task, init state)")
     pr.add_argument("--group-size", type=int, default=4)
-    ft = sub.add_parser("finetune", parents=[tasks])
+    ft = sub.add_parser("finetune", parents=[tasks, workers])
     ft.add_argument("--mode", choices=METHODS, required=True)
     ft.add_argument("--seed", type=int, default=0)
     ft.add_argument("--name", default=None, help="run folder (default: <mode>-s<seed>)")
     ft.add_argument("--init", default=None, help="run folder of the starting policy (default: bc-s<seed>)")
     add_finetune(ft)
-    ev = sub.add_parser("eval", parents=[tasks])
+    ev = sub.add_parser("eval", parents=[tasks, workers])
     ev.add_argument("--policy", default="bc-s0", help="run folder under --runs")
     ev.add_argument("--step", type=int, default=None, help="evaluate the snapshot of this training step")
     ev.add_argument("--protocol", action="store_true", help="the full protocol: 10 tasks x init states 0-49")
@@ -762,12 +782,16 @@ def main() -> None:
     rp = sub.add_parser("report")
     rp.add_argument("--seeds", type=int, nargs="+", default=None,
                     help="print the view of these seeds only, writing nothing (default: write every seed's results)")
-    al = sub.add_parser("all", parents=[tasks])
+    al = sub.add_parser("all", parents=[tasks, workers])
     al.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     add_bc(al)
     add_finetune(al)
     args = parser.parse_args()
     setup_threads()
+    if getattr(args, "executor", None) == "ray":
+        import ray
+
+        ray.init()  # this script drives the run: it joins RAY_ADDRESS's cluster, or starts one here
     if getattr(args, "demos", "") is None:
         from wmrl_envs.paths import wmrl_home
 

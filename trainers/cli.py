@@ -199,6 +199,9 @@ def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
     ev.add_argument("--tasks", nargs="*", help="restrict to these task ids (LIBERO: indices or names)")
     ev.add_argument("--executor", default=DEFAULT_EXECUTOR, help=EXECUTOR_HELP)
     ev.add_argument("--workers", type=int, default=None, help="parallel executions (default: one per core)")
+    ev.add_argument("--sim-workers", type=int, default=1,
+                    help="LIBERO-Long: simulation workers the episodes are spread over (default: %(default)s, this "
+                         "process; with --executor ray, Ray actors)")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--out", default="runs/eval", help="output folder (default: %(default)s)")
     ev.set_defaults(func=cmd_eval)

@@ -52,6 +52,7 @@ from trainers.ledger import ComputeLedger
 from trainers.wmrl_config import WMRLConfig
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.scoring import ConstantSchedule, ScoringCore, StepSchedule, sample_weights
+from wmrl_envs.scoring.shaping import shaped_return
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -189,9 +190,9 @@ class WMRLTrainer:
     # ------------------------------------------------------------------ warmup: measure c
     def _remember_warmup(self, anchors: list[GroupOutcome]) -> None:
         for o in anchors:
-            for r, real, wm in zip(o.rollouts, o.scored.real, o.scored.wm_raw):
+            for r, real, wm, s in zip(o.rollouts, o.scored.real, o.scored.wm_raw, o.scored.samples):
                 if np.isfinite(real) and np.isfinite(wm):
-                    self._warmup_samples.append((r, float(real), float(wm), o.group_id))
+                    self._warmup_samples.append((r, float(real), float(wm), o.group_id, s.potential_start))
 
     def _measure_fusion_constant(self) -> None:
         """Set c from per-sample gradient variances of the warmup anchors, scored both ways."""
@@ -206,6 +207,13 @@ class WMRLTrainer:
         groups = [s[3] for s in samples]
         real = np.array([s[1] for s in samples])
         calibrated = self.calibrator.calibrate(np.array([s[2] for s in samples]), [r.task_id for r in rollouts])
+        # A potential-shaped sample (wmrl_envs/scoring/shaping.py) would be rewarded as a world-model one with its
+        # success plus the calibrated potential's rise. Checkpoints written before shaping hold 4-tuples.
+        starts = np.array([np.nan if len(s) < 5 or s[4] is None else s[4] for s in samples], dtype=float)
+        shaped = np.isfinite(starts)
+        if shaped.any():
+            calibrated[shaped] = shaped_return(real[shaped], calibrated[shaped], self.calibrator.calibrate(
+                starts[shaped], [r.task_id for r, keep in zip(rollouts, shaped) if keep]))
         adv_real = grpo.group_advantages(real, groups, mode=advantage)
         adv_wm = grpo.group_advantages(calibrated, groups, mode=advantage)
         score_grads = _per_sample_score_grads(self.policy, rollouts)

@@ -29,6 +29,9 @@ from wmrl_envs.scoring.schedule import check_adaptation, check_min_anchor_groups
 
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
 ADVANTAGES = ("std", "mean")
+#: How a simulated family's world-model episodes are scored: cut at ``wm_horizon`` and predicted
+#: (``truncate``), or run to the end with a potential-shaped dense reward (``shaped``).
+WM_REWARDS = ("truncate", "shaped")
 
 
 @dataclass
@@ -52,8 +55,18 @@ class FamilyConfig:
                 "sandbox; --no-prove: every script is predicted or executed (the behaviour before proofs)"})
     wm_horizon: int = field(default=260, metadata={
         "help": "LIBERO-Long: steps a world-model episode runs before the success model scores it"})
+    wm_reward: str = field(default="truncate", metadata={
+        "help": "LIBERO-Long: how world-model groups are rewarded. 'truncate': their episodes stop at --wm-horizon "
+                "and the calibrated success model's P(success) is the reward (simulator steps saved); 'shaped': every "
+                "episode runs to its end, and the reward is the simulator's success plus the rise of the calibrated "
+                "P(success | states so far), a potential-based shaping with gamma 1 (wmrl_envs/scoring/shaping.py)"})
     executor: str = field(default=DEFAULT_EXECUTOR, metadata={"help": EXECUTOR_HELP})
     workers: int | None = field(default=None, metadata={"help": "parallel executions (default: cores)"})
+    sim_workers: int = field(default=1, metadata={
+        "help": "LIBERO-Long: simulation workers, each with its own simulator, that run an update's episodes; 1 "
+                "runs them in this process. More are local processes, or Ray actors with --executor ray (on the "
+                "cluster of ray.init() or RAY_ADDRESS). Episodes are seeded per (seed, group, member): any number "
+                "of workers gives the same ones"})
 
     def __post_init__(self) -> None:
         from trainers.families import get_family
@@ -71,6 +84,13 @@ class FamilyConfig:
             raise ConfigError(f"wm_horizon must be >= 1, got {self.wm_horizon}")
         if self.workers is not None and self.workers < 1:
             raise ConfigError(f"workers must be >= 1, got {self.workers}")
+        if self.wm_reward not in WM_REWARDS:
+            raise ConfigError(f"wm_reward must be one of {WM_REWARDS}, got {self.wm_reward!r}")
+        if self.sim_workers < 1:
+            raise ConfigError(f"sim_workers must be >= 1, got {self.sim_workers}")
+        if not profile.simulated and (self.sim_workers != 1 or self.wm_reward != "truncate"):
+            raise ConfigError(f"{self.env_id} runs no simulator: sim_workers and wm_reward apply to simulated "
+                              "families (LIBERO-Long)")
 
     def world_model_kwargs(self) -> dict[str, Any]:
         """Options of ``make_world_model(world_model, ...)``: the surrogate's artefact and whether it
@@ -192,6 +212,9 @@ class WMRLConfig:
                               "warmup_steps >= 1 or give fusion_c")
         if self.schedule.adaptive_anchors and not self.uses_anchors:
             raise ConfigError(f"adaptive anchoring needs a wmrl mode; mode {self.mode!r} has no anchors")
+        if self.family.wm_reward == "shaped" and self.mode == "real":
+            raise ConfigError("wm_reward 'shaped' shapes the rewards of world-model groups, and mode 'real' has none: "
+                              "use mode world_model or a wmrl mode")
 
     @property
     def uses_anchors(self) -> bool:

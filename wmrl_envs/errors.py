@@ -72,6 +72,12 @@ class CalibratorLostError(WMRLError):
     state: what it learnt since this process last read it is lost (an infrastructure failure)."""
 
 
+class SimulationWorkerError(WMRLError):
+    """An episode raised inside a simulation worker (:mod:`wmrl_envs.libero.workers`); the message
+    carries the worker's traceback. A worker that dies is an infrastructure failure instead, and
+    never raises this."""
+
+
 #: How many items :func:`preview` shows by default.
 PREVIEW_ITEMS = 5
 # Longest repr of one shown item: a single huge cell or column name must not blow up a message either.

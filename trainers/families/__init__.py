@@ -45,6 +45,8 @@ class FamilyProfile:
         evaluate: ``(args) -> exit code``, the ``wmrl eval`` command.
         check_train: ``(config, eval_k) -> None``, raises ConfigError for a run the family
             cannot evaluate (None: no extra check).
+        simulated: Its episodes run in a simulator, so ``sim_workers`` (simulation workers) and
+            ``wm_reward`` (truncated or shaped world-model episodes) apply to it.
     """
 
     env_id: str
@@ -56,6 +58,7 @@ class FamilyProfile:
     heldout: Callable[..., tuple[str, str, list[dict]]]
     evaluate: Callable[[Any], int]
     check_train: Callable[[Any, int], None] | None = None
+    simulated: bool = False
 
 
 def get_family(env_id: str) -> FamilyProfile:

@@ -17,6 +17,9 @@ an episode is the trainer's schedule's and its reward, calibration and weight ar
 * The ledger gets three charges per step: ``simulation`` (the env's measured physics,
   reset and rendering time, counted in simulator steps), ``world_model`` (reward-model
   time, counted in scored episodes) and ``generation`` (the policy's own compute: the rest).
+* ``sim_workers > 1`` or ``executor="ray"`` fans the episodes out over simulation workers, and
+  ``wm_reward="shaped"`` scores world-model groups by potential-based shaping instead of
+  truncating them: both run through :mod:`trainers.families.libero_pool`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from agents.base import Rollout
 from trainers.adapters import GroupOutcome, by_group
 from trainers.families import FamilyProfile
 from trainers.ledger import ComputeLedger
+from trainers.wmrl_config import WM_REWARDS
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.libero.tasks import (
     ENV_ID,
@@ -60,12 +64,18 @@ class LiberoAdapter:
         max_steps: Steps of a real episode (520 in the LIBERO-Long protocol).
         obs_mode: ``"state"`` or ``"both"`` (for policies that encode images).
         reward_model: Path of a success-model artefact (default: the shipped one).
-        seed: Seeds the init state of each group (with its group id).
+        seed: Seeds the init state of each group (with its group id), and on simulation workers
+            each episode's sampling (with its group id and index).
+        sim_workers: Simulation workers an update's episodes are spread over (1: this process).
+        executor: ``"ray"`` puts the workers on the Ray cluster; anything else, on this machine.
+        wm_reward: ``"truncate"`` (world-model episodes stop at ``wm_horizon``) or ``"shaped"``
+            (every episode runs to its end; :mod:`wmrl_envs.scoring.shaping`).
     """
 
     def __init__(self, task_ids: Sequence[int | str] | None = None, init_states: Sequence[int] = TRAIN_INIT_STATES,
                  wm_horizon: int = 260, max_steps: int = 520, obs_mode: str = "state",
-                 reward_model: str | None = None, seed: int = 0) -> None:
+                 reward_model: str | None = None, seed: int = 0, sim_workers: int = 1, executor: str = "local",
+                 wm_reward: str = "truncate") -> None:
         self.indices = [task_index(t) for t in (range(N_TASKS) if task_ids is None else task_ids)]
         self.task_ids = [TASK_NAMES[i] for i in self.indices]
         self.init_states = [int(k) for k in init_states]
@@ -73,10 +83,24 @@ class LiberoAdapter:
             raise ConfigError(f"init_states must be non-empty and in [0, {N_INIT_STATES})")
         if obs_mode == "pixels":
             raise ConfigError("the VLA reads proprio and object state: use obs_mode 'state' or 'both'")
+        if sim_workers < 1:
+            raise ConfigError(f"sim_workers must be >= 1, got {sim_workers}")
+        if wm_reward not in WM_REWARDS:
+            raise ConfigError(f"wm_reward must be one of {WM_REWARDS}, got {wm_reward!r}")
         self.seed = seed
         self.env_options = {"obs_mode": obs_mode, "wm_horizon": wm_horizon, "max_steps": max_steps,
                             "reward_model": reward_model, "task_ids": self.indices}
         self.env: Any = None
+        self.sim_workers, self.executor, self.wm_reward = sim_workers, executor, wm_reward
+        self.pool: Any = None
+
+    @property
+    def pooled(self) -> bool:
+        """Whether episodes run on simulation workers (always for shaped rewards, one worker being
+        this process: shaped scoring reads the finished episodes there)."""
+        from trainers.families.libero_pool import pooled
+
+        return pooled(self.sim_workers, self.executor) or self.wm_reward == "shaped"
 
     def env_for(self, core: ScoringCore):
         """The env whose episodes are scored through ``core`` (built on first use; rebuilt only
@@ -99,6 +123,13 @@ class LiberoAdapter:
                 generator: torch.Generator, ledger: ComputeLedger, core: ScoringCore) -> list[GroupOutcome]:
         from agents.vla.policy import EpisodePrompt
 
+        if self.pooled:
+            from trainers.families.libero_pool import collect_pooled, make_pool
+
+            if self.pool is None:
+                self.pool = make_pool(self.sim_workers, self.executor, self.env_options)
+            return collect_pooled(self, self.pool, policy, task_ids, group_ids, group_size, ledger, core,
+                                  shaped=self.wm_reward == "shaped")
         env = self.env_for(core)
         streams = core.streams(group_ids)
         order = sorted(range(len(task_ids)), key=lambda i: (streams[i] != "anchor", task_index(task_ids[i])))
@@ -127,10 +158,15 @@ class LiberoAdapter:
     def close(self) -> None:
         if self.env is not None:
             self.env.close()
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
 
 
 def make_adapter(config) -> LiberoAdapter:
-    return LiberoAdapter(task_ids=config.family.task_ids, wm_horizon=config.family.wm_horizon, seed=config.seed)
+    family = config.family
+    return LiberoAdapter(task_ids=family.task_ids, wm_horizon=family.wm_horizon, seed=config.seed,
+                         sim_workers=family.sim_workers, executor=family.executor, wm_reward=family.wm_reward)
 
 
 def check_train(config, eval_k: int) -> None:
@@ -142,29 +178,45 @@ def check_train(config, eval_k: int) -> None:
 def heldout(config, untrained, trained, k: int, task_ids) -> tuple[str, str, list[dict]]:
     """Greedy success of the starting and trained VLA on held-out init states 40..40+k-1."""
     from agents.vla.policy import VLAEpisodePolicy
-    from wmrl_envs.libero.evaluate import comparison_markdown, evaluate_libero
+    from trainers.families.libero_pool import evaluate_episodes, make_pool, pooled
+    from wmrl_envs.libero.evaluate import comparison_markdown
 
     tasks = [task_index(t) for t in (task_ids or config.family.task_ids or range(N_TASKS))]
     inits = list(HELDOUT_INIT_STATES[:k])
-    reports = [evaluate_libero(VLAEpisodePolicy(p, greedy=True, seed=config.seed), trials=k, tasks=tasks,
-                               init_states=inits, name=name).to_dict()
-               for p, name in ((untrained, "start"), (trained, f"trained ({config.mode})"))]
+    family = config.family
+    pool = make_pool(family.sim_workers, family.executor, {}) if pooled(family.sim_workers, family.executor) else None
+    try:
+        reports = [evaluate_episodes(VLAEpisodePolicy(p, greedy=True, seed=config.seed), k, tasks, inits, name,
+                                     pool=pool).to_dict()
+                   for p, name in ((untrained, "start"), (trained, f"trained ({config.mode})"))]
+    finally:
+        if pool is not None:
+            pool.close()
     title = f"Held-out evaluation (simulator success, init states {inits[0]}-{inits[-1]}, greedy actions)"
     return title, comparison_markdown(reports), reports
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
     """``wmrl eval`` on LIBERO-Long: every task, trial k from init state init_start + k, sim success."""
+    from trainers.families.libero_pool import evaluate_episodes, make_pool, pooled
     from trainers.policies import libero_episode_policy
-    from wmrl_envs.libero.evaluate import comparison_markdown, evaluate_libero
+    from wmrl_envs.libero.evaluate import comparison_markdown
 
     tasks = [task_index(t) for t in (args.tasks or range(N_TASKS))]
     inits = list(range(args.init_start, args.init_start + args.trials))
+    if args.sim_workers < 1:
+        raise ConfigError(f"--sim-workers must be >= 1, got {args.sim_workers}")
+    pool = (make_pool(args.sim_workers, args.executor, {"obs_mode": args.obs_mode})
+            if pooled(args.sim_workers, args.executor) else None)
     reports = []
-    for spec in (args.policy or "scripted").split(","):
-        report = evaluate_libero(libero_episode_policy(spec, args.seed), trials=args.trials, tasks=tasks,
-                                 init_states=inits, obs_mode=args.obs_mode, name=spec)
-        reports.append(report.to_dict())
+    try:
+        for spec in (args.policy or "scripted").split(","):
+            report = evaluate_episodes(libero_episode_policy(spec, args.seed), args.trials, tasks, inits, spec,
+                                       obs_mode=args.obs_mode, pool=pool)
+            reports.append(report.to_dict())
+    finally:
+        if pool is not None:
+            pool.close()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps({"meta": provenance(), "reports": reports}, indent=2))
@@ -180,4 +232,5 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
 
 PROFILE = FamilyProfile(env_id=ENV_ID, policies=("vla",), suite=None, quantity="success", make_adapter=make_adapter,
-                        make_scorer=None, heldout=heldout, evaluate=evaluate_command, check_train=check_train)
+                        make_scorer=None, heldout=heldout, evaluate=evaluate_command, check_train=check_train,
+                        simulated=True)

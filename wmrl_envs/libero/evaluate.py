@@ -55,6 +55,7 @@ class LiberoEvalReport:
     simulation_s: float
     wall_s: float
     trajectories: list[Trajectory] = field(default_factory=list, repr=False)
+    infra_failures: int = 0  # episodes lost with a simulation worker: neither successes nor failures
 
     @property
     def success_rate(self) -> float:
@@ -64,7 +65,7 @@ class LiberoEvalReport:
         return {
             "policy": self.policy, "trials": self.trials, "init_states": self.init_states,
             "success_rate": self.success_rate, "simulation_steps": self.simulation_steps,
-            "simulation_s": self.simulation_s, "wall_s": self.wall_s,
+            "simulation_s": self.simulation_s, "wall_s": self.wall_s, "infra_failures": self.infra_failures,
             "tasks": [{**asdict(t), "success_rate": t.success_rate} for t in self.tasks],
         }
 
@@ -94,13 +95,7 @@ def evaluate_libero(policy: EpisodePolicy, trials: int = N_INIT_STATES, tasks: I
         progress: Show a progress bar.
         env: An env to reuse (its ``obs_mode`` wins); default a new one, closed at the end.
     """
-    try:
-        init_states = [check_init_state(k) for k in (range(trials) if init_states is None else init_states)]
-    except ConfigError as error:
-        raise ConfigError(f"bad init states for {trials} trials ({error}): LIBERO has {N_INIT_STATES} per task; "
-                          "tasks.sampled_init_states(n) gives more") from None
-    if len(init_states) != trials:
-        raise ConfigError(f"need {trials} init states, got {len(init_states)}")
+    init_states = protocol_init_states(trials, init_states)
     tasks = [int(t) for t in tasks]
     own_env = env is None
     env = env or LiberoLongEnv(reward="real", obs_mode=obs_mode)
@@ -134,6 +129,17 @@ def evaluate_libero(policy: EpisodePolicy, trials: int = N_INIT_STATES, tasks: I
     return LiberoEvalReport(name, trials, init_states, results, steps_total, sim_s,
                             time.perf_counter() - start, kept)
 
+
+def protocol_init_states(trials: int, init_states: Sequence[int] | None) -> list[int]:
+    """The init state of each trial (default ``0..trials-1``), checked; a ConfigError says what is wrong."""
+    try:
+        states = [check_init_state(k) for k in (range(trials) if init_states is None else init_states)]
+    except ConfigError as error:
+        raise ConfigError(f"bad init states for {trials} trials ({error}): LIBERO has {N_INIT_STATES} per task; "
+                          "tasks.sampled_init_states(n) gives more") from None
+    if len(states) != trials:
+        raise ConfigError(f"need {trials} init states, got {len(states)}")
+    return states
 
 
 def comparison_markdown(reports: Sequence[Mapping[str, Any]],

@@ -102,6 +102,12 @@ class SuccessRewardModel:
             return np.zeros(0)
         return self.predict_inputs(self.inputs(trajectories))
 
+    def potentials(self, trajectory: Trajectory) -> tuple[float, float]:
+        """``(Phi_0, Phi_T)``: P(success) read at the first state and from the whole trajectory, the
+        two readings a potential-shaped return needs (:mod:`wmrl_envs.scoring.shaping`)."""
+        start, end = self.predict([trajectory.prefix(0), trajectory])
+        return float(start), float(end)
+
     def predict_inputs(self, x: np.ndarray) -> np.ndarray:
         h = (np.asarray(x, dtype=np.float32) - self.mean) / self.std
         for i in range(0, len(self.weights) - 2, 2):

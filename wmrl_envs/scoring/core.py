@@ -18,7 +18,9 @@ model). :meth:`ScoringCore.fuse` then turns raw scores into rewards, the same wa
    calibrator lost for good (a Ray actor that could not be restarted) makes them all
    infrastructure failures instead;
 2. world-model groups get calibrated scores (``debias``) or raw scores clipped to range; a
-   proved failure keeps its exact 0;
+   proved failure keeps its exact 0; a potential-shaped episode (one with ``potential_start``)
+   gets its success plus the rise of the potential, both readings mapped the same way
+   (:mod:`wmrl_envs.scoring.shaping`);
 3. executed samples get their real score; an infrastructure failure gets NaN (dropped);
 4. every anchor sample gets the current weight ``w_A``, every other sample 1 (the ``paper``
    rule first folds the batch's anchor groups, out-of-sample calibrated against real, into
@@ -41,6 +43,7 @@ from wmrl_envs.errors import CalibratorLostError, ConfigError
 from wmrl_envs.scoring.fusion import DisagreementTracker, FusionConfig, anchor_weight
 from wmrl_envs.scoring.results import ScoredGroup, bounded
 from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, StepSchedule, check_stream
+from wmrl_envs.scoring.shaping import shaped_return
 
 
 class GroupScorer(Protocol):
@@ -130,6 +133,9 @@ class ScoringCore:
                     s.score = 0.0  # an exact failure: no map may move it
                 elif s.wm_score_raw is not None:
                     s.score = float(s.wm_score_calibrated if self.debias else self._clip(s.wm_score_raw))
+                    if s.potential_start is not None:
+                        s.score = float(shaped_return(s.real_score, s.score,
+                                                      self.potential(s.potential_start, g.task_id)))
                 s.fusion_weight = weight if g.stream == "anchor" else 1.0
         return list(groups)
 
@@ -162,6 +168,13 @@ class ScoringCore:
         calibrated = self.calibrator.calibrate(wm[ok], [group.task_id] * int(ok.sum()), strata)
         for s, value in zip([s for s, keep in zip(group.samples, ok) if keep], calibrated):
             s.wm_score_calibrated = float(value)
+
+    def potential(self, raw: float, task_id: str) -> float:
+        """A raw potential reading on the reward's scale, mapped as world-model scores are: by the
+        calibrator's current map (``debias``), else clipped to range."""
+        if not self.debias:
+            return self._clip(raw)
+        return float(self.calibrator.calibrate(np.array([raw], dtype=float), [task_id])[0])
 
     def _clip(self, value: float) -> float:
         lo, hi = self.calibrator.config.score_range

@@ -81,6 +81,11 @@ class ScoreResult:
         leaderboard: The grading report (position, medal, above median, rpg).
         stratum: The kind of solution (a script's model family), which the calibrator's
             audit checks residuals by; None when the family scores no such thing.
+        potential_start: For a potential-shaped episode (:mod:`wmrl_envs.scoring.shaping`): the
+            world model's reading at its first state, ``Phi_0``, while ``wm_score_raw`` is the
+            reading at its last, ``Phi_T``, and ``real_score`` its success. A world-model sample
+            that has it is rewarded ``success + Phi_T - Phi_0`` (on the calibrated scale); None
+            for every other sample.
         cost: Seconds spent: ``execution_s``, ``execution_cpu_s``, ``world_model_s`` and,
             for simulated episodes, ``simulation_s``, ``simulation_cpu_s``, ``simulation_steps``.
     """
@@ -106,6 +111,7 @@ class ScoreResult:
     p_valid: float | None = None
     leaderboard: dict[str, Any] = field(default_factory=dict)
     stratum: str | None = None
+    potential_start: float | None = None
     cost: dict[str, float] = field(default_factory=lambda: {"execution_s": 0.0, "world_model_s": 0.0})
 
     def __post_init__(self) -> None:
