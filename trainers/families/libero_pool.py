@@ -85,9 +85,10 @@ def collect_pooled(adapter: Any, pool: SimulationPool, policy: Any, task_ids: Se
     core.fuse(groups)
     for group in groups:
         for rollout, sample in zip(rollouts[group.group_id], group.samples):
+            # The fused sample is the episode's one ScoreResult from here on, as on the in-process path.
             rollout.response = {**rollout.response, "stream": group.stream, "score": sample.score,
                                 "wm_score_calibrated": sample.wm_score_calibrated,
-                                "fusion_weight": sample.fusion_weight}
+                                "fusion_weight": sample.fusion_weight, "result": sample}
     cpu3, wall3 = time.process_time(), time.perf_counter()
     everything = [r for g in group_ids for r in rollouts[g]]
     adapter._charge(everything, (cpu1 - cpu0) + (cpu3 - cpu2) + sum(r.cpu_s for r in results),
