@@ -51,3 +51,18 @@ def private_dockerd():
         pytest.fail(f"the docker tests need dockerd (`bash scripts/test.sh` installs docker.io): {exc}")
     yield daemon
     assert daemon.stop() == [], "the private dockerd changed host networking"
+
+
+class _StreamByGroupId:
+    """A schedule that names each group's stream: group 0 real, 1 world model, 2 anchor."""
+
+    streams = ("real", "world_model", "anchor")
+
+    def stream(self, group_id):
+        return self.streams[group_id]
+
+
+@pytest.fixture
+def stream_by_group_id():
+    """A scoring-core schedule whose group ids 0, 1, 2 are a real, a world-model and an anchor group."""
+    return _StreamByGroupId()

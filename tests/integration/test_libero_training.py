@@ -23,15 +23,6 @@ KITCHEN = 2
 WAIT = 10
 
 
-class ByGroupId:
-    """A schedule that names each group's stream: group 0 real, 1 world model, 2 anchor."""
-
-    streams = ("real", "world_model", "anchor")
-
-    def stream(self, group_id):
-        return self.streams[group_id]
-
-
 @pytest.fixture(scope="module")
 def adapter():
     adapter = LiberoAdapter(task_ids=[KITCHEN], max_steps=12, wm_horizon=6)
@@ -39,13 +30,13 @@ def adapter():
     adapter.close()
 
 
-def test_collect_scores_each_stream_and_charges_the_ledger(adapter):
+def test_collect_scores_each_stream_and_charges_the_ledger(adapter, stream_by_group_id):
     from trainers.ledger import ComputeLedger
 
     policy = MiniVLAPolicy(VLAConfig(hidden=32, blocks=1))
     ledger = ComputeLedger()
     task = adapter.task_ids[0]
-    core = ScoringCore(ByGroupId(), Calibrator())
+    core = ScoringCore(stream_by_group_id, Calibrator())
     outcomes = adapter.collect(policy, [task] * 3, [0, 1, 2], 2, torch.Generator().manual_seed(0), ledger, core)
     real, wm, anchor = (o.scored for o in outcomes)
     assert [g.stream for g in (real, wm, anchor)] == ["real", "world_model", "anchor"]

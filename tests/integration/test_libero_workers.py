@@ -37,15 +37,6 @@ STEPS, HORIZON = 12, 6
 OPTIONS = {"max_steps": STEPS, "wm_horizon": HORIZON, "task_ids": [KITCHEN]}
 
 
-class ByGroupId:
-    """A schedule that names each group's stream: group 0 real, 1 world model, 2 anchor."""
-
-    streams = ("real", "world_model", "anchor")
-
-    def stream(self, group_id):
-        return self.streams[group_id]
-
-
 @pytest.fixture(scope="module")
 def policy():
     torch.manual_seed(0)
@@ -87,10 +78,10 @@ def test_one_and_two_workers_give_the_same_episodes(two_workers, policy):
     assert starts[0] == starts[1] and all(0 < s < 1 for s in starts)  # one Phi_0 per group
 
 
-def test_an_update_on_workers_is_scored_through_the_trainers_core(two_workers, policy):
+def test_an_update_on_workers_is_scored_through_the_trainers_core(two_workers, policy, stream_by_group_id):
     adapter = adapter_on(two_workers)
     ledger = ComputeLedger()
-    core = ScoringCore(ByGroupId(), Calibrator())
+    core = ScoringCore(stream_by_group_id, Calibrator())
     task = adapter.task_ids[0]
     outcomes = adapter.collect(policy, [task] * 3, [0, 1, 2], 2, torch.Generator(), ledger, core)
     real, wm, anchor = (o.scored for o in outcomes)
@@ -110,10 +101,10 @@ def test_an_update_on_workers_is_scored_through_the_trainers_core(two_workers, p
     assert totals["simulation"].cpu_s > 0 and totals["generation"].cpu_s > 0  # measured in the workers
 
 
-def test_a_shaped_update_runs_every_episode_to_its_end(two_workers, policy):
+def test_a_shaped_update_runs_every_episode_to_its_end(two_workers, policy, stream_by_group_id):
     adapter = adapter_on(two_workers, wm_reward="shaped")
     ledger = ComputeLedger()
-    core = ScoringCore(ByGroupId(), Calibrator(CalibratorConfig(min_pairs_global=2)))
+    core = ScoringCore(stream_by_group_id, Calibrator(CalibratorConfig(min_pairs_global=2)))
     task = adapter.task_ids[0]
     outcomes = adapter.collect(policy, [task] * 3, [0, 1, 2], 2, torch.Generator(), ledger, core)
     real, wm, anchor = (o.scored for o in outcomes)
@@ -145,10 +136,11 @@ def _kill_the_first_busy_worker(pool_of, killed: list[int]) -> threading.Thread:
     return thread
 
 
-def test_a_killed_worker_is_an_infrastructure_failure_and_the_next_update_proceeds(two_workers, policy, tmp_path):
+def test_a_killed_worker_is_an_infrastructure_failure_and_the_next_update_proceeds(two_workers, policy, tmp_path,
+                                                                                  stream_by_group_id):
     # A task the workers have not built: each first job rebuilds the scene (seconds), the kill lands in it.
     adapter = adapter_on(two_workers, task=BOOK_CADDY, wm_reward="shaped")
-    core = ScoringCore(ByGroupId(), Calibrator())
+    core = ScoringCore(stream_by_group_id, Calibrator())
     task = adapter.task_ids[0]
     replaced, killed = two_workers.replaced, []
     killer = _kill_the_first_busy_worker(lambda: two_workers, killed)
