@@ -81,6 +81,8 @@ from wmrl_envs.world_models.corrupted import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+# Today's default correction: a default ``wmrl`` run made under another one is relabelled (as_recorded).
+DEFAULT_RULE, DEFAULT_STRATIFY = WMRLConfig().fusion.rule, WMRLConfig().calibration.stratify
 ENV_ID, SUITE = "wmrl/MLEDojo-v0", "mle"
 # Both presets: 8 steps of 8 groups x 4 on the fast train tasks, a learning rate ten times the
 # main job's (3e-3) so that 8 steps move the policy about as far as the main job's 24 (at 3e-3
@@ -103,6 +105,11 @@ PRESETS: dict[str, dict[str, Any]] = {
 PRESETS["corrections"] = {**SCALE, "steps": 12, "min_anchor_groups": 2, "adaptive": ["off"],
                           "corruptions": ["none", "saturate:4", "family_bias:0.5", "swap:0.3", "noise:0.1"],
                           "modes": ["real", "world_model", "wmrl"], "advantages": ["std"]}
+# The confirmation (issue 28): the corrections grid on five seeds no screen saw, with the default
+# chosen by the pre-registered rule (bench/results/stress_corrections_preregistration.md) as
+# ``wmrl``, the issue's former default as ``wmrl-eta2`` and the reference release's settings.
+PRESETS["confirmation"] = {**PRESETS["corrections"], "seeds": [3, 4, 5, 6, 7],
+                           "sweep": ["fusion_rule=eta2", "preset=paper"]}
 #: What a sweep (``--sweep``) may vary in the wmrl mode: a flat WMRLConfig field, ``c_rule``
 #: (``measured``: the trainer's warmup measurement, the default; ``inverse_eta2``: c = 1/η̂² at
 #: the first residual), or ``preset`` (a :data:`trainers.wmrl_config.PRESETS` entry, keeping the
@@ -134,12 +141,15 @@ class RunKey:
         return f"{self.corruption}{strength}-{self.mode}{adaptive}{variant}-{self.advantage}-seed{self.seed}"
 
     def overrides(self) -> dict[str, Any]:
-        """The variant's flat WMRLConfig overrides (``c_rule`` is not a config field)."""
+        """The variant's flat WMRLConfig overrides (``c_rule`` is not a config field). The ``w_max``
+        and ``c_rule`` sweeps study the ``eta2`` rule's weight, so they run under it whatever the default."""
         if not self.variant:
             return {}
         name, _, value = self.variant.partition("=")
         if name == "c_rule":
-            return {}
+            return {"fusion_rule": "eta2"}
+        if name == "fusion_w_max":
+            return {name: float(value), "fusion_rule": "eta2"}
         if name == "preset":
             return {k: v for k, v in CONFIG_PRESETS[value].items() if k not in GRID_SHAPE}
         if name == "calibration_stratify":
@@ -150,6 +160,9 @@ class RunKey:
 def mode_label(mode: str, variant: str) -> str:
     """The mode as tables name it: ``wmrl-<rule>`` for a rule, ``wmrl-paper-preset`` for the preset,
     else the mode and its variant."""
+    if "+fusion_rule=" in variant:  # a one-setting variant run under a rule that is no longer the default
+        variant, _, rule = variant.partition("+fusion_rule=")
+        return f"{mode_label(mode, variant)} ({rule} rule)"
     name, _, value = variant.partition("=")
     if name == "fusion_rule":
         return f"{mode}-{value}"
@@ -222,7 +235,7 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
             "anchor_fractions": [h.get("anchors/fraction") for h in history],
             "anchor_reasons": [h.get("anchors/reason") for h in history],
             "fusion_c": trainer.c, "w_anchor": [h.get("fusion/w_anchor") for h in history],
-            "fusion_rule": config.fusion.rule,
+            "fusion_rule": config.fusion.rule, "calibration_stratify": config.calibration.stratify,
             "stratum_z_max": [h.get("calibration/stratum_z_max") for h in history],
             "monotone_ok": [h.get("calibration/monotone_ok") for h in history],
             "anchor_pairs": _anchor_pairs(core),
@@ -252,7 +265,7 @@ def run_keys(args: argparse.Namespace) -> list[RunKey]:
                         continue
                     for adaptive in (args.adaptive if mode.startswith("wmrl") else [False]):
                         keys.append(RunKey(corruption, strength, mode, advantage, adaptive, seed))
-                for variant in args.sweep:  # the wmrl mode with one setting changed, adaptive off
+                for variant in args.sweep if "wmrl" in args.modes else []:  # wmrl with one setting changed
                     keys.append(RunKey(corruption, strength, "wmrl", advantage, False, seed, variant))
     return keys
 
@@ -365,6 +378,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     grid.add_argument("--quick", action="store_true", help="the quick preset (default: the full grid)")
     grid.add_argument("--corrections", action="store_true",
                       help="the corrections grid (12 steps, >= 2 anchor groups a step, 5 rows; issue 28)")
+    grid.add_argument("--confirmation", action="store_true",
+                      help="the corrections grid on seeds 3-7: real, world_model, the default wmrl, wmrl-eta2 and "
+                           "the paper preset (issue 28's confirmation)")
     parser.add_argument("--report", action="store_true",
                         help="run nothing: summarise every finished run in --runs (after several partial grids)")
     parser.add_argument("--corruptions", nargs="+", help="kind[:strength] or none (preset)")
@@ -372,9 +388,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--adaptive", nargs="+", choices=("off", "on"),
                         help="adaptive anchoring settings of the wmrl modes (default: both; corrections: off)")
     parser.add_argument("--advantages", nargs="+", choices=ADVANTAGES, help="(preset)")
-    parser.add_argument("--sweep", nargs="+", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--sweep", nargs="+", metavar="NAME=VALUE",
                         help=f"extra wmrl runs (adaptive off) with one setting changed; NAME in {SWEEPABLE}")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=int, help="(preset; default 0 1 2, confirmation 3-7)")
     parser.add_argument("--steps", type=int)
     parser.add_argument("--warmup-steps", type=int, default=2)
     parser.add_argument("--tasks-per-step", type=int)
@@ -397,16 +413,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--name", help="results file name (default: stress; corrections: stress_corrections)")
     args = parser.parse_args(argv)
-    args.preset = "quick" if args.quick else "corrections" if args.corrections else "full"
-    for name, value in {"adaptive": ["off", "on"], "min_anchor_groups": 1, **PRESETS[args.preset]}.items():
+    args.preset = next((name for name in ("quick", "corrections", "confirmation") if getattr(args, name)), "full")
+    defaults = {"adaptive": ["off", "on"], "min_anchor_groups": 1, "seeds": [0, 1, 2], "sweep": []}
+    for name, value in {**defaults, **PRESETS[args.preset]}.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    committed = args.preset in ("corrections", "confirmation")  # issue 28's grids keep their runs in the repo
     if args.name is None:
-        args.name = "stress_corrections" if args.corrections else "stress"
+        args.name = f"stress_{args.preset}" if committed else "stress"
     if args.memo_dir is None:
         args.memo_dir = ROOT / "runs" / "stress" / args.preset
     if args.runs is None:
-        args.runs = ROOT / "bench" / "results" / "stress_runs" / args.preset if args.corrections else args.memo_dir
+        args.runs = ROOT / "bench" / "results" / "stress_runs" / args.preset if committed else args.memo_dir
     args.corruptions = [parse_corruption(c) for c in args.corruptions]
     args.adaptive = [a == "on" for a in args.adaptive]
     for variant in args.sweep:
@@ -426,7 +444,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def finished_runs(runs: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
     """Every run result in ``runs`` (for --report)."""
-    return [load_run(path, settings) for path in sorted(runs.glob("*.json"))]
+    return [as_recorded(load_run(path, settings)) for path in sorted(runs.glob("*.json"))]
+
+
+def as_recorded(result: dict[str, Any]) -> dict[str, Any]:
+    """A ``wmrl`` run made when the default correction was another one, reported under the
+    correction it ran with, so a table never puts two corrections under one name: a default run
+    of the ``eta2`` days becomes ``wmrl-eta2``, a stratified one ``wmrl-stratified (eta2 rule)``.
+    Runs from before the stratify field was recorded ran unstratified (the default then)."""
+    key = result["key"]
+    variant = key.get("variant", "")
+    if key["mode"] != "wmrl" or variant.startswith(("fusion_rule=", "preset=")):
+        return result  # a rule or a preset names its correction itself
+    rule, stratify = result.get("fusion_rule") or DEFAULT_RULE, result.get("calibration_stratify", False)
+    if not variant and stratify != DEFAULT_STRATIFY:
+        variant = f"calibration_stratify={str(stratify).lower()}"
+    if rule != DEFAULT_RULE:
+        variant = f"{variant}+fusion_rule={rule}" if variant else f"fusion_rule={rule}"
+    return result if variant == key.get("variant", "") else {**result, "key": {**key, "variant": variant}}
 
 
 def run_or_load(key: RunKey, args: argparse.Namespace, settings: dict[str, Any], base, memo: ExecutionMemo,
@@ -434,7 +469,7 @@ def run_or_load(key: RunKey, args: argparse.Namespace, settings: dict[str, Any],
     """A run's result: from its file when it finished before (resuming), else trained now and saved."""
     path = args.runs / f"{key.name}.json"
     if path.exists():
-        return load_run(path, settings)
+        return as_recorded(load_run(path, settings))
     print(f"run {key.name}", flush=True)
     result = train_run(key, args, base, memo, eval_tasks)
     tmp = path.with_suffix(".tmp")

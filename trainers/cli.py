@@ -146,7 +146,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     serve(args.env, host=args.host, port=args.port, max_sessions=args.max_sessions, reward=args.reward,
           split=args.split, task_ids=args.tasks, max_turns=args.max_turns, executor=args.executor,
           workers=args.workers, world_model=args.world_model, anchor_fraction=args.anchor_fraction,
-          anchor_seed=args.anchor_seed)
+          anchor_seed=args.anchor_seed, **({"fusion_rule": args.fusion_rule} if args.fusion_rule else {}))
     return 0
 
 
@@ -228,6 +228,8 @@ def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
     sv.add_argument("--anchor-fraction", type=float, default=0.1,
                     help="fused: share of anchor groups (default: %(default)s)")
     sv.add_argument("--anchor-seed", type=int, default=0, help="fused: seed of the anchor hash (default: %(default)s)")
+    sv.add_argument("--fusion-rule", help="fused: the anchor-weight rule, none, eta2, sampling or paper "
+                                          "(default: the env's, none)")
     sv.set_defaults(func=cmd_serve)
     return parser
 

@@ -116,7 +116,9 @@ class ScheduleConfig:
     tasks_per_step: int = field(default=8, metadata={"help": "B: groups (tasks) per step"})
     group_size: int = field(default=4, metadata={"help": "G: rollouts per group"})
     anchor_fraction: float = field(default=0.1, metadata={"help": "share of groups executed as anchors"})
-    warmup_steps: int = field(default=2, metadata={"help": "steps that measure the fusion constant c"})
+    warmup_steps: int = field(default=2, metadata={
+        "help": "first steps, with warmup_anchor_fraction anchors: they seed the calibrator and, for the "
+                "eta2 and sampling rules, measure the fusion constant c"})
     warmup_anchor_fraction: float = field(default=0.5, metadata={"help": "anchor share during warmup"})
     adaptive_anchors: bool = field(default=False, metadata={
         "help": "adaptive anchoring: double the anchor share after a step whose audit fails (or whose eta2 "

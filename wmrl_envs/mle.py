@@ -79,7 +79,8 @@ class MLEDojoEnv(gym.Env):
             ``"<suite>/<world model>"``, shared by every env of this suite and world model
             (a ``real`` env, which calibrates nothing, gets its own: :func:`~wmrl_envs.scoring.env_core`).
         calibrate: ``world_model``: False gives raw world-model scores (no debiasing).
-        c, w_max: The anchor weight's constant and clip (:class:`~wmrl_envs.scoring.FusionConfig`).
+        fusion_rule, c, w_max: The anchor weight's rule (``"none"`` by default: anchors weigh as
+            much as world-model samples), slope and clip (:class:`~wmrl_envs.scoring.FusionConfig`).
         core: A ready scoring core (advanced: shares one core, e.g. a trainer's, with this env);
             it replaces every option above except ``reward``, which must match it.
         render_mode: ``None`` or ``"ansi"``.
@@ -105,6 +106,7 @@ class MLEDojoEnv(gym.Env):
         schedule: AnchorSchedule | None = None,
         calibrator: Calibrator | None = None,
         calibrate: bool = True,
+        fusion_rule: str = FusionConfig.rule,
         c: float | None = None,
         w_max: float = 4.0,
         core: ScoringCore | None = None,
@@ -126,7 +128,7 @@ class MLEDojoEnv(gym.Env):
             scorer = CodeScorer(world_model, world_model_kwargs, executor=executor, workers=workers)
             core = env_core(reward, lambda: f"{self.suite}/{scorer.world_model_name}", scorer=scorer,
                             schedule=schedule, calibrator=calibrator, anchor_fraction=anchor_fraction,
-                            anchor_seed=anchor_seed, fusion=FusionConfig(w_max=w_max, c=c), debias=calibrate)
+                            anchor_seed=anchor_seed, fusion=FusionConfig(fusion_rule, w_max=w_max, c=c), debias=calibrate)
         self.core = core
         self.observation_space = spaces.Text(max_length=MAX_OBS_CHARS, min_length=0, charset=CHARSET)
         self.action_space = spaces.Text(max_length=MAX_ACTION_CHARS, min_length=0, charset=CHARSET)

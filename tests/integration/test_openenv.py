@@ -150,7 +150,7 @@ def servers(tmp_path_factory):
     try:
         for name in ("parity", "shared"):
             started[name] = Server(tmp_path_factory.mktemp(name), "--reward", "fused", "--anchor-fraction",
-                                   str(ANCHOR_FRACTION), "--anchor-seed", str(ANCHOR_SEED))
+                                   str(ANCHOR_FRACTION), "--anchor-seed", str(ANCHOR_SEED), "--fusion-rule", "eta2")
         for server in started.values():
             server.wait_ready()
         yield started
@@ -219,7 +219,7 @@ def test_two_concurrent_sessions_share_one_calibrator_and_match_an_in_process_en
 
     # One in-process env, its own calibrator, the same episodes in the server's fuse order.
     env = MLEDojoEnv(reward="fused", task_ids=[TASK], anchor_fraction=ANCHOR_FRACTION, anchor_seed=ANCHOR_SEED,
-                     calibrator=(calibrator := Calibrator()), workers=1)
+                     calibrator=(calibrator := Calibrator()), workers=1, fusion_rule="eta2")
     order = sorted(records, key=lambda r: (r["info"]["calibrator_pairs"], r["info"]["stream"] != "anchor"))
     for r in order:
         env.reset(seed=r["group"], options={"task_id": TASK, "group_id": r["group"]})

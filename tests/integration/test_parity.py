@@ -76,7 +76,7 @@ def assert_same(collected: list[dict], replayed: list[dict], trainer: WMRLTraine
 def test_fused_env_and_trainer_agree_on_code_tasks(tmp_path):
     config = WMRLConfig.from_flat(
         mode="wmrl", steps=2, tasks_per_step=3, group_size=2, anchor_fraction=0.34, warmup_steps=1,
-        warmup_anchor_fraction=0.67, fusion_c=C, calibration_min_pairs_global=2, workers=2, seed=0,
+        warmup_anchor_fraction=0.67, fusion_rule="eta2", fusion_c=C, calibration_min_pairs_global=2, workers=2, seed=0,
         task_ids=["wine-cultivar", "auto-fuel-economy"], output_dir=str(tmp_path), tensorboard=False)
     adapter = get_family(config.family.env_id).make_adapter(config)
     trainer = WMRLTrainer(config, make_policy("grammar", seed=0), adapter)
@@ -85,7 +85,7 @@ def test_fused_env_and_trainer_agree_on_code_tasks(tmp_path):
 
     calibrator = Calibrator(config.calibration)
     env = gym.make("wmrl/MLEDojo-v0", reward="fused", schedule=trainer.core.schedule, calibrator=calibrator,
-                   c=C, w_max=config.fusion.w_max, workers=2, task_ids=list(config.family.task_ids))
+                   fusion_rule="eta2", c=C, w_max=config.fusion.w_max, workers=2, task_ids=list(config.family.task_ids))
 
     def play(outcome, rollout):
         env.reset(options={"task_id": outcome.task_id, "group_id": outcome.group_id})
@@ -107,7 +107,7 @@ def test_fused_env_and_trainer_agree_on_libero(tmp_path):
     kitchen = 2
     config = WMRLConfig.from_flat(
         mode="wmrl", env_id="wmrl/LIBERO-Long-v0", policy="vla", steps=2, tasks_per_step=2, group_size=2,
-        anchor_fraction=0.5, warmup_steps=1, warmup_anchor_fraction=0.5, fusion_c=C,
+        anchor_fraction=0.5, warmup_steps=1, warmup_anchor_fraction=0.5, fusion_rule="eta2", fusion_c=C,
         calibration_min_pairs_global=2, seed=0, output_dir=str(tmp_path), tensorboard=False)
     adapter = LiberoAdapter(task_ids=[kitchen], max_steps=12, wm_horizon=6)
     policy = MiniVLAPolicy(VLAConfig(hidden=32, blocks=1))
@@ -120,7 +120,7 @@ def test_fused_env_and_trainer_agree_on_libero(tmp_path):
 
     calibrator = Calibrator(config.calibration)
     env = gym.make("wmrl/LIBERO-Long-v0", reward="fused", schedule=trainer.core.schedule, calibrator=calibrator,
-                   c=C, max_steps=12, wm_horizon=6, task_ids=[kitchen]).unwrapped
+                   fusion_rule="eta2", c=C, max_steps=12, wm_horizon=6, task_ids=[kitchen]).unwrapped
 
     def play(outcome, rollout):
         env.reset(options={"task_id": kitchen, "init_state": rollout.meta["init_state"], "group_id": outcome.group_id})

@@ -20,7 +20,7 @@ import pytest
 from trainers import grpo
 from wmrl_envs.calibration import CalibratorConfig
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.scoring import HashSchedule, sample_weights
+from wmrl_envs.scoring import FusionConfig, HashSchedule, sample_weights
 from wmrl_envs.tasks import list_tasks
 
 pytest.importorskip("trl")  # the trl extra: scripts/setup.sh installs it, so under CI this runs
@@ -118,7 +118,8 @@ class RecordingTrainer(WMRLGRPOTrainer):
 
 def make_trainer(tasks, dataset, seed, out: Path, cls=WMRLGRPOTrainer):
     # Two pairs are enough for the calibrator's map and residual, so step 1 already weights its anchors.
-    core = make_code_core(ANCHOR_FRACTION, seed, workers=2, calibration=CalibratorConfig(min_pairs_global=2))
+    core = make_code_core(ANCHOR_FRACTION, seed, workers=2, calibration=CalibratorConfig(min_pairs_global=2),
+                          fusion=FusionConfig(rule="eta2"))  # a rule that weighs anchors, so the weights are seen
     policy = CausalLMPolicy.tiny_random(hidden_size=64, num_layers=2, seed=0)
     args = GRPOConfig(output_dir=str(out), use_cpu=True, bf16=False, num_generations=G,
                       per_device_train_batch_size=2 * G, max_completion_length=256, max_steps=STEPS,

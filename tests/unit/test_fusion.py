@@ -166,9 +166,11 @@ def test_sample_weights_reject_invalid_inputs() -> None:
 
 def test_fusion_config_defaults_and_validation() -> None:
     cfg = FusionConfig()
-    assert cfg.w_max == 4.0 and cfg.c is None
-    assert FusionConfig(c=2.5, w_max=1.0).c == 2.5
-    for bad in ({"w_max": 0.5}, {"w_max": math.inf}, {"c": -1.0}, {"c": math.nan}):
+    assert cfg.rule == "none" and cfg.w_max == 4.0 and cfg.c is None  # the rule issue 28's grid chose
+    assert FusionConfig("eta2", c=2.5, w_max=1.0).c == 2.5
+    with pytest.raises(ConfigError, match="no effect under the 'none' rule"):
+        FusionConfig(c=2.5)  # a slope the default rule never reads is refused, not ignored
+    for bad in ({"w_max": 0.5}, {"w_max": math.inf}, {"rule": "eta2", "c": -1.0}, {"rule": "eta2", "c": math.nan}):
         with pytest.raises(ConfigError):
             FusionConfig(**bad)
 
@@ -296,7 +298,7 @@ def test_the_core_applies_the_configured_rule() -> None:
         return ScoringCore(HashSchedule(), Calibrator(CalibratorConfig(min_pairs_global=2)), FusionConfig(**fusion))
 
     real, wm = [0.2, 0.9, 0.5, 0.4], [0.6, 0.1, 0.5, 0.3]
-    for rule, c in (("none", 3.0), ("eta2", 3.0), ("sampling", 3.0)):
+    for rule, c in (("none", None), ("eta2", 3.0), ("sampling", 3.0)):
         scoring = core(rule=rule, c=c)
         weight = scoring.fuse([anchor_group(1, real, wm)])[0].samples[0].fusion_weight
         expected = 1.0 if rule == "none" else anchor_weight(scoring.calibrator.eta2, c, 4.0)

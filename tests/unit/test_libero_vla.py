@@ -204,7 +204,7 @@ def test_a_policy_trained_in_part_keeps_its_frozen_weights_and_measures_c(tmp_pa
     assert "head.weight" in frozen  # the warmup's usual probe is frozen: it falls back to trained ones
     config = WMRLConfig.from_flat(mode="wmrl", steps=4, tasks_per_step=3, group_size=3, warmup_steps=1,
                                   calibration_min_pairs_global=4, output_dir=str(tmp_path), tensorboard=False,
-                                  checkpoint_every=0)
+                                  checkpoint_every=0, fusion_rule="eta2")  # the rule that measures c
     trainer = WMRLTrainer(config, policy, FakeAdapter())
     trainer.train(progress=False)
     params = dict(policy.named_parameters())

@@ -32,4 +32,4 @@ def test_the_paper_preset_gives_the_releases_corrections_and_explicit_flags_win(
     assert config.schedule.min_anchor_groups == 2 and config.schedule.group_size == 8
     assert config.schedule.anchor_fraction == 0.5  # the flag, not the preset
     assert not config.measures_fusion_constant  # the paper rule needs no gradient warmup
-    assert config_of(["train"], None).fusion.rule == "eta2"
+    assert config_of(["train"], None).fusion.rule == "none"  # the default

@@ -103,7 +103,7 @@ def test_env_core_rejects_an_unknown_mode_and_a_schedule_without_fused(reward, k
 
 def test_fuse_adds_a_batchs_anchor_pairs_before_calibrating_its_world_model_groups():
     calibrator = Calibrator(CalibratorConfig(min_pairs_global=4))
-    core = ScoringCore(HashSchedule(), calibrator, FusionConfig(c=2.0))
+    core = ScoringCore(HashSchedule(), calibrator, FusionConfig(rule="eta2", c=2.0))
     # The world model reads every score 0.3 too low: the anchors teach the map that.
     wm = np.linspace(0.05, 0.65, 12)
     anchor = group("anchor", 1, real=list(wm + 0.3), wm=list(wm))
@@ -144,7 +144,7 @@ def test_anchor_strata_reach_the_calibrators_audit_aligned_with_their_pairs():
 
 def test_no_debias_gives_raw_scores_clipped_and_no_denoise_weight_one():
     calibrator = Calibrator(CalibratorConfig(min_pairs_global=2))
-    raw = ScoringCore(HashSchedule(), calibrator, FusionConfig(c=3.0), debias=False, denoise=False)
+    raw = ScoringCore(HashSchedule(), calibrator, FusionConfig("eta2", c=3.0), debias=False, denoise=False)
     anchor = group("anchor", 1, real=[0.2, 0.9], wm=[0.6, 0.1])
     world = group("world_model", 2, wm=[0.25, 1.4])
     raw.fuse([anchor, world])
@@ -157,16 +157,18 @@ def test_c_is_the_first_inverse_residual_unless_measured_or_configured():
         c.fuse([group("anchor", 1, real=[0.2, 0.9, 0.5], wm=[0.6, 0.1, 0.5])])
         return c
 
-    paper = core()
+    default = core()
+    assert default.anchor_weight() == 1.0  # the default rule, none: anchors weigh as much as world-model samples
+    paper = core(fusion=FusionConfig(rule="eta2"))
     assert paper.anchor_weight() == pytest.approx(2.0) and paper.c == pytest.approx(1 / paper.calibrator.eta2)
-    waiting = core(measure_c=True)
+    waiting = core(fusion=FusionConfig(rule="eta2"), measure_c=True)
     assert waiting.anchor_weight() == 1.0 and waiting.c is None  # the trainer measures c in warmup
-    fixed = core(fusion=FusionConfig(c=0.5, w_max=1.5))
+    fixed = core(fusion=FusionConfig(rule="eta2", c=0.5, w_max=1.5))
     assert fixed.anchor_weight() == pytest.approx(min(1 + 0.5 * fixed.calibrator.eta2, 1.5))
 
 
 def test_a_few_pairs_give_weight_one():
-    core = ScoringCore(HashSchedule(), Calibrator(CalibratorConfig(min_pairs_global=20)), FusionConfig(c=9.0))
+    core = ScoringCore(HashSchedule(), Calibrator(CalibratorConfig(min_pairs_global=20)), FusionConfig(rule="eta2", c=9.0))
     core.fuse([group("anchor", 1, real=[0.0, 1.0], wm=[1.0, 0.0])])
     assert core.anchor_weight() == 1.0
 

@@ -90,7 +90,7 @@ def make_trainer(tmp_path, mode="wmrl", **overrides):
 
 
 def test_vla_shaped_policy_trains_through_the_shared_trainer(tmp_path):
-    trainer = make_trainer(tmp_path, steps=20)
+    trainer = make_trainer(tmp_path, steps=20, fusion_rule="eta2")  # measures c and weighs anchors
     before = trainer.policy.logits.detach().clone()
     history = trainer.train(progress=False)
     assert not torch.equal(before, trainer.policy.logits)
@@ -153,8 +153,9 @@ def test_bad_configs_raise_typed_errors():
     with pytest.raises(ConfigError):
         WMRLConfig.from_flat(group_size=1)
     with pytest.raises(ConfigError):
-        WMRLConfig.from_flat(warmup_steps=0)  # wmrl must measure c or be given one
-    assert WMRLConfig.from_flat(warmup_steps=0, fusion_c=2.0).fusion.c == 2.0
+        WMRLConfig.from_flat(fusion_rule="eta2", warmup_steps=0)  # eta2 must measure c or be given one
+    assert WMRLConfig.from_flat(fusion_rule="eta2", warmup_steps=0, fusion_c=2.0).fusion.c == 2.0
+    assert WMRLConfig.from_flat(warmup_steps=0).fusion.rule == "none"  # the default measures nothing
     with pytest.raises(ConfigError, match="unknown"):
         WMRLConfig.from_flat(anchor_fractoin=0.2)
 
@@ -187,7 +188,7 @@ class SparseSuccessAdapter(SyntheticAdapter):
 def test_warmup_waits_for_anchors_with_signal_instead_of_crashing(tmp_path):
     cfg = WMRLConfig.from_flat(mode="wmrl", steps=6, tasks_per_step=6, group_size=4, warmup_steps=1,
                                calibration_min_pairs_global=4, output_dir=str(tmp_path), tensorboard=False,
-                               checkpoint_every=0)
+                               checkpoint_every=0, fusion_rule="eta2")
     torch.manual_seed(0)
     trainer = WMRLTrainer(cfg, StepPolicy(), SparseSuccessAdapter(silent_steps=2))
     history = trainer.train(progress=False)

@@ -118,7 +118,9 @@ def make_code_core(anchor_fraction: float = 0.1, seed: int = 0, world_model: Any
                    fusion: FusionConfig | None = None) -> ScoringCore:
     """A run's scoring core for code tasks: the hash schedule, a calibrator of its own and a code scorer.
 
-    ``c`` is ``1/η̂²`` at the first residual unless ``fusion`` sets it (there is no warmup here).
+    ``fusion`` sets the anchor weight (default rule ``none``: weight 1); under ``eta2`` or
+    ``sampling``, ``c`` is ``1/η̂²`` at the first residual unless ``fusion`` sets it (there is no
+    warmup here).
     """
     return ScoringCore(HashSchedule(anchor_fraction, seed), Calibrator(calibration), fusion,
                        scorer=CodeScorer(world_model, executor=executor, workers=workers))

@@ -113,8 +113,9 @@ class VerlSettings:
             calibrator of ``verl/<world model>``, for a single process only (tests): verl's
             reward workers are separate processes and would each get their own.
         calibration: The calibrator's settings (``CalibratorConfig`` fields; None: defaults).
-        w_max, c: The anchor weight ``clip(1 + c·η̂², 1, w_max)`` (c None: ``1/η̂²`` at the
-            first residual).
+        fusion_rule, w_max, c: The anchor weight's rule, clip and slope (:class:`FusionConfig`;
+            the default rule ``none`` weighs anchors as world-model samples; under ``eta2``,
+            ``clip(1 + c·η̂², 1, w_max)`` with c None: ``1/η̂²`` at the first residual).
         debias: Reward world-model samples with calibrated scores (False: raw scores).
         denoise: Give anchor samples the weight ``w_A`` (False: weight 1).
         eps: The GRPO epsilon (verl's 1e-6).
@@ -129,6 +130,7 @@ class VerlSettings:
     workers: int | None = None
     calibrator: str | None = CALIBRATOR_ACTOR
     calibration: CalibratorConfig | None = None
+    fusion_rule: str = FusionConfig.rule
     w_max: float = 4.0
     c: float | None = None
     debias: bool = True
@@ -138,7 +140,7 @@ class VerlSettings:
 
     def __post_init__(self) -> None:
         HashSchedule(self.anchor_fraction, self.seed)  # validates the fraction
-        FusionConfig(w_max=self.w_max, c=self.c)
+        FusionConfig(self.fusion_rule, w_max=self.w_max, c=self.c)
         if not (math.isfinite(self.eps) and self.eps >= 0):
             raise ConfigError(f"eps must be finite and >= 0, got {self.eps}")
         if not (math.isfinite(self.batch_window_s) and self.batch_window_s >= 0):
@@ -189,7 +191,7 @@ def make_core(settings: VerlSettings, calibrator: Calibrator | Any | None = None
                    if scorer else None)
     return ScoringCore(HashSchedule(settings.anchor_fraction, settings.seed),
                        calibrator if calibrator is not None else make_calibrator(settings),
-                       FusionConfig(w_max=settings.w_max, c=settings.c),
+                       FusionConfig(settings.fusion_rule, w_max=settings.w_max, c=settings.c),
                        debias=settings.debias, denoise=settings.denoise, scorer=code_scorer)
 
 

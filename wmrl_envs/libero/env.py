@@ -103,8 +103,11 @@ class LiberoEnvConfig:
         render_mode: ``None`` or ``"rgb_array"`` (the upright third-person camera).
         anchor_fraction: Expected share of anchor groups under ``reward="fused"``.
         anchor_seed: Seeds the anchor choice, with the group id.
+        fusion_rule: The anchor weight's rule (:class:`~wmrl_envs.scoring.FusionConfig`; default
+            ``"none"``: anchors weigh as much as world-model samples).
         w_max: Upper clip of the anchor fusion weight reported in ``fusion_weight``.
-        c: The anchor weight's constant (default ``1/eta2`` at the first residual).
+        c: The anchor weight's slope (rules ``eta2``, ``sampling``: default ``1/eta2`` at the first
+            residual; ``paper``: fixed after its anchor groups).
         reward_model: Path of a success-model artefact (default: the shipped one).
     """
 
@@ -118,6 +121,7 @@ class LiberoEnvConfig:
     render_mode: str | None = None
     anchor_fraction: float = 0.1
     anchor_seed: int = 0
+    fusion_rule: str = FusionConfig.rule
     w_max: float = 4.0
     c: float | None = None
     reward_model: str | None = None
@@ -139,7 +143,7 @@ class LiberoEnvConfig:
             raise ConfigError(f"camera_size must be >= 16, got {self.camera_size}")
         if not 0.0 < self.anchor_fraction <= 1.0:
             raise ConfigError(f"anchor_fraction must be in (0, 1], got {self.anchor_fraction}")
-        FusionConfig(w_max=self.w_max, c=self.c)  # validates both
+        FusionConfig(self.fusion_rule, w_max=self.w_max, c=self.c)  # validates the three
 
     @property
     def needs_cameras(self) -> bool:
@@ -262,7 +266,7 @@ class LiberoLongEnv(gym.Env):
             self._core = env_core(cfg.reward, lambda: f"{CALIBRATOR_KEY}/{self.reward_model.name}",
                                   schedule=self._schedule, calibrator=self._given_calibrator,
                                   anchor_fraction=cfg.anchor_fraction, anchor_seed=cfg.anchor_seed,
-                                  fusion=FusionConfig(w_max=cfg.w_max, c=cfg.c))
+                                  fusion=FusionConfig(cfg.fusion_rule, w_max=cfg.w_max, c=cfg.c))
         return self._core
 
     @core.setter

@@ -5,7 +5,11 @@ calibrated score, whose error inflates that stream's gradient variance. Inverse-
 weighting gives each anchor sample a weight ``w_A >= 1`` relative to a world-model sample's 1,
 capped at ``w_max``; weights are then rescaled to mean 1 over a batch (:func:`sample_weights`),
 so the step size does not depend on the anchor share. :attr:`FusionConfig.rule` picks how
-``w_A`` is set (``trainers/fusion.py`` derives each):
+``w_A`` is set (``trainers/fusion.py`` derives each). The default is ``none``: on the stress
+grid of issue 28 (``bench/results/stress_corrections.md``) every rule that up-weights anchors
+ended lower, because with a few anchor groups a step the anchor stream's own sampling variance
+outweighs the world model's error; the rule was chosen by a pre-registered criterion and
+confirmed on five further seeds (``bench/results/stress_confirmation.md``).
 
 ``eta2``
     ``w_A = clip(1 + c·η̂², 1, w_max)`` with ``η̂²`` the calibrator's cross-fitted residual and
@@ -23,8 +27,9 @@ so the step size does not depend on the anchor share. :attr:`FusionConfig.rule` 
     is tracked by an EMA over anchor groups (half-life ``half_life``); after
     ``calibrate_after`` anchor groups ``c`` is fixed so that the weight is ``target_weight``,
     then ``w_A = clip(1 + c·s²_EMA, 1, w_max)`` (:class:`DisagreementTracker`).
-``none``
-    ``w_A = 1``: plain averaging.
+``none`` (the default)
+    ``w_A = 1``: plain averaging. Debiasing still runs: anchors still correct the world model's
+    scores through the calibrator, they only do not count for more than a world-model sample.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ class FusionConfig:
         target_weight: ``paper``: the weight at the moment ``c`` is fixed.
     """
 
-    rule: str = field(default="eta2", metadata={"help": f"anchor-weight rule, one of {ANCHOR_WEIGHT_RULES}"})
+    rule: str = field(default="none", metadata={"help": f"anchor-weight rule, one of {ANCHOR_WEIGHT_RULES}"})
     w_max: float = field(default=4.0, metadata={"help": "upper clip of the anchor weight w_A"})
     c: float | None = field(default=None, metadata={
         "help": "slope of w_A; default: measured (warmup for eta2/sampling, or 1/eta2 at the first residual "
@@ -83,6 +88,10 @@ class FusionConfig:
             raise ConfigError(f"calibrate_after must be an int >= 1, got {self.calibrate_after!r}")
         if not math.isfinite(self.target_weight) or self.target_weight < 1:
             raise ConfigError(f"target_weight must be a finite number >= 1, got {self.target_weight}")
+        if self.rule == "none" and self.c is not None:
+            # A slope the rule never reads would be silently ignored; say so instead.
+            raise ConfigError(f"c={self.c} has no effect under the 'none' rule (w_A = 1): pick rule 'eta2', "
+                              "'sampling' or 'paper', or leave c unset")
 
 
 def anchor_weight(eta2: float, c: float, w_max: float) -> float:
