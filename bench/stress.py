@@ -411,7 +411,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                                   "bench/results/stress_runs/corrections, committed)")
     parser.add_argument("--memo-dir", type=Path, help="the execution memo and run folders (default: runs/stress/<preset>)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    parser.add_argument("--name", help="results file name (default: stress; corrections: stress_corrections)")
+    parser.add_argument("--name", help="results file name (default: stress; corrections, confirmation: stress_<preset>)")
     args = parser.parse_args(argv)
     args.preset = next((name for name in ("quick", "corrections", "confirmation") if getattr(args, name)), "full")
     defaults = {"adaptive": ["off", "on"], "min_anchor_groups": 1, "seeds": [0, 1, 2], "sweep": []}
