@@ -302,9 +302,70 @@ def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
                     "audit_flagged_at_pairs_by_seed": flagged,
                     "final_anchor_fraction": float(np.mean([r["final_anchor_fraction"] for r in rs])),
                     "fusion_c_by_seed": [r.get("fusion_c") for r in rs],
+                    "finals_by_seed": {r["key"]["seed"]: r["curve"][-1]["heldout_mean"] for r in rs},
+                    "last_stratum_z_by_seed": [last_value(r.get("stratum_z_max", [])) for r in rs],
                     "curve": {name: values.tolist() for name, values in curve.items()},
                 })
     return rows
+
+
+def last_value(trace: list[float | None]) -> float | None:
+    """The last logged value of a per-step trace (None: never logged)."""
+    return next((v for v in reversed(trace) if v is not None), None)
+
+
+#: The confirmation's acceptance (issue 28): ``wmrl`` no lower than each baseline minus one SE of
+#: the difference, the speedup at least this on at least SPEEDUP_ROWS rows, and on the
+#: script-dependent rows the last audit's stratum |z| under the alarm.
+SPEEDUP_GOAL, SPEEDUP_ROWS, STRATUM_ROWS = 5.0, 4, ("family_bias", "swap")
+
+
+def acceptance(rows: list[dict], stratum_alarm: float) -> tuple[list[dict], str]:
+    """Issue 28's acceptance, row by row, read off the default ``wmrl``'s final scores.
+
+    Every comparison uses the seeds all three modes finished (a partial grid says how many). The
+    SE of a difference of two means is ``sqrt(SE_a² + SE_b²)`` over those seeds; the paired SE
+    (over the per-seed differences: the same seeds start from the same policy) is shown too. The
+    speedup is the table's, read off the mean curves of every finished seed.
+    """
+    checks, lines = [], []
+    lines += [("| row | seeds | `wmrl` | − `real` (SE; paired SE) | − `world_model` (SE; paired SE) | speedup | "
+               "last stratum \\|z\\| (max over seeds) | holds |"), "|---|---|---|---|---|---|---|---|"]
+    for corruption in dict.fromkeys(r["corruption"] for r in rows):
+        pick = {r["mode"] + r["variant"]: r for r in rows if r["corruption"] == corruption and not r["adaptive"]}
+        wmrl, real, world = pick.get("wmrl"), pick.get("real"), pick.get("world_model")
+        if not (wmrl and real and world):
+            continue
+        seeds = sorted(set(wmrl["finals_by_seed"]) & set(real["finals_by_seed"]) & set(world["finals_by_seed"]))
+        if not seeds:
+            continue
+        ours = np.array([wmrl["finals_by_seed"][s] for s in seeds])
+        diffs = {}
+        for name, base in (("real", real), ("world_model", world)):
+            theirs = np.array([base["finals_by_seed"][s] for s in seeds])
+            se = math.hypot(*(x.std(ddof=1) / math.sqrt(x.size) for x in (ours, theirs))) if len(seeds) > 1 else math.nan
+            per_seed = ours - theirs
+            paired = float(per_seed.std(ddof=1) / math.sqrt(per_seed.size)) if len(seeds) > 1 else math.nan
+            gap = float(per_seed.mean())
+            diffs[name] = (gap, se, paired, bool(gap >= -se) if math.isfinite(se) else gap >= 0)
+        z = [v for v in wmrl["last_stratum_z_by_seed"] if v is not None]
+        z_max = max(z) if z else None
+        stratum_ok = corruption not in STRATUM_ROWS or (z_max is not None and z_max < stratum_alarm)
+        speedup = wmrl["speedup_vs_real"]
+        holds = diffs["real"][3] and diffs["world_model"][3] and stratum_ok
+        checks.append({"corruption": corruption, "seeds": seeds, "wmrl": float(ours.mean()),
+                       "minus_real": diffs["real"][:3], "minus_world_model": diffs["world_model"][:3],
+                       "speedup": speedup, "stratum_z_max": z_max, "holds_scores": bool(holds),
+                       "speedup_goal": bool(speedup is not None and speedup >= SPEEDUP_GOAL)})
+        fmt = lambda d: f"{d[0]:+.3f} ({d[1]:.3f}; {d[2]:.3f}) {'ok' if d[3] else '**below**'}"  # noqa: E731
+        lines.append(f"| {corruption} | {len(seeds)} | {ours.mean():.3f} | {fmt(diffs['real'])} | "
+                     f"{fmt(diffs['world_model'])} | {'—' if speedup is None else f'{speedup:.1f}x'} | "
+                     f"{'—' if z_max is None else f'{z_max:.2f}'} | {'yes' if holds else '**no**'} |")
+    fast = sum(c["speedup_goal"] for c in checks)
+    lines += ["", f"Speedup ≥ {SPEEDUP_GOAL:g}x on {fast} of {len(checks)} rows judged (goal: {SPEEDUP_ROWS} of 5). "
+              f"The stratum alarm is |z| > {stratum_alarm:g} (the audit's), checked on {', '.join(STRATUM_ROWS)}. "
+              "A row with fewer than 5 seeds is a partial reading, not the acceptance."]
+    return checks, "\n".join(lines)
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
@@ -500,8 +561,11 @@ def main(argv: list[str] | None = None) -> None:
             "heldout_se": "SE over seeds (over tasks when one seed)",
             "real_runs": "shared by every corruption (real execution reads no world model)",
             "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
-    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     md = "### WMRL when the world model is wrong (stress protocol)\n\n" + markdown(rows, meta)
+    if args.preset == "confirmation":
+        meta["acceptance"], table = acceptance(rows, WMRLConfig().calibration.stratum_z)
+        md += "\n**Acceptance (issue 28), the default `wmrl`:**\n\n" + table + "\n"
+    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (args.out / f"{args.name}.md").write_text(md)
     plots = plot(rows, args.out, args.name)
     print(md)
