@@ -36,7 +36,7 @@ from wmrl_envs.errors import CalibrationDataError, CalibratorLostError, ConfigEr
 from wmrl_envs.sandbox import ExecutionStatus, ExecutorPool, make_executor
 from wmrl_envs.sandbox.base import RUN_DIR_PREFIX
 from wmrl_envs.sandbox.ray_executor import RayExecutor, pack_public_files
-from wmrl_envs.scoring import CodeScorer, HashSchedule, ScoredGroup, ScoreResult, ScoringCore
+from wmrl_envs.scoring import CodeScorer, FusionConfig, HashSchedule, ScoredGroup, ScoreResult, ScoringCore
 from wmrl_envs.scoring.ray_calibrator import RemoteCalibrator, calibrator_actor
 from wmrl_envs.tasks import list_tasks
 
@@ -338,6 +338,10 @@ def _batches(seed: int) -> list[list[ScoredGroup]]:
     return [[_anchor_group(rng, f"t{b % 2}", "anchor"), _anchor_group(rng, "t0", "world_model")] for b in range(5)]
 
 
+# A rule whose weight reads the calibrator's residual, so equal weights show equal calibrator state.
+ETA2 = FusionConfig(rule="eta2")
+
+
 def _fuse_both(remote: ScoringCore, local: ScoringCore, seed: int, n: int = 5) -> None:
     """Fuse the same batches through both cores; every reward and weight must be equal."""
     for mine, theirs in zip(_batches(seed)[:n], _batches(seed)[:n]):
@@ -347,8 +351,8 @@ def _fuse_both(remote: ScoringCore, local: ScoringCore, seed: int, n: int = 5) -
 
 
 def test_a_remote_calibrator_scores_like_a_local_one(cluster):
-    local = ScoringCore(HashSchedule(), Calibrator())
-    remote = ScoringCore(HashSchedule(), RemoteCalibrator(calibrator_actor(f"cal-{uuid.uuid4().hex}")))
+    local = ScoringCore(HashSchedule(), Calibrator(), ETA2)
+    remote = ScoringCore(HashSchedule(), RemoteCalibrator(calibrator_actor(f"cal-{uuid.uuid4().hex}")), ETA2)
     _fuse_both(remote, local, seed=0)
     assert remote.calibrator.n_pairs == local.calibrator.n_pairs == 40
     assert remote.anchor_weight() == local.anchor_weight() > 1  # past min_pairs_global: a real weight
@@ -399,8 +403,8 @@ def test_the_actor_keeps_the_calibrators_errors_and_config(cluster):
 
 def test_a_killed_calibrator_actor_restarts_from_its_saved_state(cluster):
     handle = calibrator_actor(f"cal-{uuid.uuid4().hex}")
-    remote = ScoringCore(HashSchedule(), RemoteCalibrator(handle))
-    local = ScoringCore(HashSchedule(), Calibrator())
+    remote = ScoringCore(HashSchedule(), RemoteCalibrator(handle), ETA2)
+    local = ScoringCore(HashSchedule(), Calibrator(), ETA2)
     _fuse_both(remote, local, seed=0, n=3)
     ray.kill(handle, no_restart=False)  # its process dies; Ray restarts it
     _fuse_both(remote, local, seed=1)
@@ -417,7 +421,7 @@ def test_a_killed_calibrator_actor_restarts_from_its_saved_state(cluster):
 def test_a_calibrator_actor_lost_for_good_fails_anchors_and_keeps_the_last_map(cluster, caplog):
     name = f"cal-{uuid.uuid4().hex}"
     calibrator = RemoteCalibrator(calibrator_actor(name))
-    remote, local = ScoringCore(HashSchedule(), calibrator), ScoringCore(HashSchedule(), Calibrator())
+    remote, local = ScoringCore(HashSchedule(), calibrator, ETA2), ScoringCore(HashSchedule(), Calibrator(), ETA2)
     _fuse_both(remote, local, seed=0)  # 40 pairs: a fitted map and a real anchor weight
     weight = remote.anchor_weight()
 
