@@ -237,7 +237,7 @@ def test_estimator_equals_verl_grpo_without_anchors(norm_by_std):
 
 
 def test_estimator_weights_anchor_rows_only():
-    settings = wmrl_verl.VerlSettings(anchor_fraction=0.5)
+    settings = wmrl_verl.VerlSettings(anchor_fraction=0.5, fusion_rule="eta2")  # a rule that weighs anchors
     core = weighted_core(settings)
     anchors, world = uids("anchor", 2, settings), uids("world_model", 2, settings)
     sizes = {anchors[0]: 4, world[0]: 4, anchors[1]: 3, world[1]: 3}
