@@ -597,8 +597,9 @@ def main() -> None:
                 out.write_text(json.dumps(measure_shaped(policy, name, batch, load_reward_model()), indent=2,
                                           default=float))
             shaped.append(json.loads(out.read_text()))
-        md = write_result(result, {"policies": args.policies, "groups": args.groups, "temperature": args.temperature,
-                                   "results": shaped}, shaped_report(shaped))
+        md = write_result(result, __spec__.name, {"policies": args.policies, "groups": args.groups,
+                                                  "temperature": args.temperature, "results": shaped},
+                          shaped_report(shaped))
         print(md.read_text())
         return
     results = []

@@ -131,7 +131,7 @@ class RunKey:
     advantage: str
     adaptive: bool
     seed: int
-    variant: str = ""  # a sweep setting "name=value" (SWEEPABLE), or "" for the defaults
+    variant: str = ""  # sweep settings "name=value[+name=value]" (SWEEPABLE), or "" for the defaults
 
     @property
     def name(self) -> str:
@@ -143,18 +143,24 @@ class RunKey:
     def overrides(self) -> dict[str, Any]:
         """The variant's flat WMRLConfig overrides (``c_rule`` is not a config field). The ``w_max``
         and ``c_rule`` sweeps study the ``eta2`` rule's weight, so they run under it whatever the default."""
-        if not self.variant:
-            return {}
-        name, _, value = self.variant.partition("=")
-        if name == "c_rule":
-            return {"fusion_rule": "eta2"}
-        if name == "fusion_w_max":
-            return {name: float(value), "fusion_rule": "eta2"}
-        if name == "preset":
-            return {k: v for k, v in CONFIG_PRESETS[value].items() if k not in GRID_SHAPE}
-        if name == "calibration_stratify":
-            return {name: value == "true"}
-        return {name: value if name == "fusion_rule" else float(value)}
+        overrides: dict[str, Any] = {}
+        for setting in self.variant.split("+") if self.variant else []:
+            overrides.update(setting_overrides(setting))
+        return overrides
+
+
+def setting_overrides(setting: str) -> dict[str, Any]:
+    """One sweep setting's flat WMRLConfig overrides (see :meth:`RunKey.overrides`)."""
+    name, _, value = setting.partition("=")
+    if name == "c_rule":
+        return {"fusion_rule": "eta2"}
+    if name == "fusion_w_max":
+        return {name: float(value), "fusion_rule": "eta2"}
+    if name == "preset":
+        return {k: v for k, v in CONFIG_PRESETS[value].items() if k not in GRID_SHAPE}
+    if name == "calibration_stratify":
+        return {name: value == "true"}
+    return {name: value if name == "fusion_rule" else float(value)}
 
 
 def mode_label(mode: str, variant: str) -> str:
@@ -450,7 +456,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="adaptive anchoring settings of the wmrl modes (default: both; corrections: off)")
     parser.add_argument("--advantages", nargs="+", choices=ADVANTAGES, help="(preset)")
     parser.add_argument("--sweep", nargs="+", metavar="NAME=VALUE",
-                        help=f"extra wmrl runs (adaptive off) with one setting changed; NAME in {SWEEPABLE}")
+                        help=f"extra wmrl runs (adaptive off) with one setting changed, or several joined by '+' "
+                             f"(calibration_stratify=true+fusion_rule=none); NAME in {SWEEPABLE}")
     parser.add_argument("--seeds", nargs="+", type=int, help="(preset; default 0 1 2, confirmation 3-7)")
     parser.add_argument("--steps", type=int)
     parser.add_argument("--warmup-steps", type=int, default=2)
@@ -488,10 +495,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.runs = ROOT / "bench" / "results" / "stress_runs" / args.preset if committed else args.memo_dir
     args.corruptions = [parse_corruption(c) for c in args.corruptions]
     args.adaptive = [a == "on" for a in args.adaptive]
-    for variant in args.sweep:
-        name, sep, value = variant.partition("=")
+    for setting in (part for variant in args.sweep for part in variant.split("+")):
+        name, sep, value = setting.partition("=")
         if not sep or name not in SWEEPABLE:
-            parser.error(f"--sweep takes NAME=VALUE with NAME in {SWEEPABLE}, got {variant!r}")
+            parser.error(f"--sweep takes NAME=VALUE[+NAME=VALUE] with NAME in {SWEEPABLE}, got {setting!r}")
         if name == "c_rule" and value not in ("measured", "inverse_eta2"):
             parser.error(f"c_rule is 'measured' or 'inverse_eta2', got {value!r}")
         if name == "calibration_stratify" and value not in ("true", "false"):

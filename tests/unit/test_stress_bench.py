@@ -1,0 +1,38 @@
+"""The stress bench's naming of candidates: a run's settings and its label follow its variant."""
+
+import pytest
+
+from bench import stress
+
+
+def key(variant: str) -> stress.RunKey:
+    return stress.RunKey("family_bias", 0.5, "wmrl", "std", False, 0, variant)
+
+
+def test_a_joined_variant_applies_every_setting_and_names_its_rule():
+    joined = key("calibration_stratify=true+fusion_rule=none")
+    assert joined.overrides() == {"calibration_stratify": True, "fusion_rule": "none"}
+    assert stress.mode_label("wmrl", joined.variant) == "wmrl-stratified (none rule)"
+    # Its file cannot be mistaken for the screen's stratified runs under the eta2 rule.
+    assert joined.name != key("calibration_stratify=true").name
+
+
+def test_weight_sweeps_study_the_eta2_rule_whatever_the_default():
+    assert key("fusion_w_max=2").overrides() == {"fusion_w_max": 2.0, "fusion_rule": "eta2"}
+    assert key("c_rule=inverse_eta2").overrides() == {"fusion_rule": "eta2"}
+    assert key("").overrides() == {}
+
+
+def test_a_run_of_a_former_default_is_reported_under_the_correction_it_ran_with():
+    result = {"key": {"mode": "wmrl", "variant": "calibration_stratify=true"}, "fusion_rule": "eta2",
+              "calibration_stratify": True}
+    assert stress.as_recorded(result)["key"]["variant"] == "calibration_stratify=true+fusion_rule=eta2"
+    joined = {"key": {"mode": "wmrl", "variant": "calibration_stratify=true+fusion_rule=none"},
+              "fusion_rule": "none", "calibration_stratify": True}
+    assert stress.as_recorded(joined) == joined
+
+
+def test_the_sweep_refuses_an_unknown_setting_in_a_joined_variant(capsys):
+    with pytest.raises(SystemExit):
+        stress.parse_args(["--corrections", "--sweep", "calibration_stratify=true+bogus=1"])
+    assert "bogus=1" in capsys.readouterr().err
