@@ -20,6 +20,8 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=10, help="episodes per task (init states 0..trials-1)")
     parser.add_argument("--tasks", type=int, nargs="*", default=list(range(10)))
     parser.add_argument("--save", default=None, help="also save every episode's trajectory to this .npz")
+    parser.add_argument("--name", default="libero_scripted",
+                        help="results file bench/results/<name>.{json,md} (the BC data set: libero_scripted_train)")
     args = parser.parse_args()
     setup_threads()
 
@@ -34,7 +36,7 @@ def main() -> None:
     md = (f"### Scripted controller on LIBERO-Long (privileged state)\n\n{report.to_markdown()}\n\n"
           f"{report.simulation_steps} simulator steps, {report.simulation_s:.0f} s of simulation, "
           f"{report.wall_s:.0f} s wall.")
-    print(write_result("libero_scripted", __spec__.name, {"config": vars(args), **report.to_dict()}, md).read_text())
+    print(write_result(args.name, __spec__.name, {"config": vars(args), **report.to_dict()}, md).read_text())
 
 
 if __name__ == "__main__":

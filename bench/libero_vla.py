@@ -98,7 +98,7 @@ def stage_bc(args: argparse.Namespace) -> None:
              if t.success and t.source.startswith("scripted") and t.init_state < 40 and t.task_index in args.tasks]
     if not demos:
         raise SystemExit(f"no scripted successes of tasks {args.tasks} in {args.demos}: run "
-                         f"python -m bench.libero_scripted --trials 40 --tasks {' '.join(map(str, args.tasks))} --save FILE")
+                         f"python -m bench.libero_scripted --trials 40 --tasks {' '.join(map(str, args.tasks))} --save FILE --name libero_scripted_train")
     config = BCConfig(epochs=args.epochs, seed=args.seed)
     policy, losses = behaviour_clone(demos, config, VLAConfig(hidden=args.hidden, blocks=args.blocks), progress=True)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,17 +5,18 @@ Each run is the whole job with set-up cached: ``bash scripts/main.sh --seed S --
 the untrained and the trained policy by real execution). Runs alternate between the executors
 seed by seed, so that a drift in the machine's load falls on both. Per run it records the job's
 wall time, the ledger's CPU-seconds and the held-out position scores; a run whose summary is
-already in ``bench/results/main_job/`` is skipped, so an interrupted sweep resumes.
+already in ``bench/results/main_job/`` is skipped, so an interrupted sweep resumes. A run records
+the anchor-weight rule it trained under (``FusionConfig.rule``, the default of its commit), and
+runs are grouped by executor and rule: runs from before the default became ``none`` ran ``eta2``.
 
     python -m bench.main_job                          # seeds 0 1 2, executors bwrap and auto
     python -m bench.main_job --seeds 0 --executors auto
     python -m bench.main_job --env wmrl/DSBench-v0 --seeds 0 --executors auto   # the DSBench row
 
-Writes ``bench/results/main_job/<executor>-s<seed>.json`` per run and ``main_job.{json,md}``
-(DSBench: ``main_job/dsbench-<executor>-s<seed>.json`` and ``main_job_dsbench.{json,md}``, with
-the held-out RPG beside the position score):
-per executor, mean ± SE over seeds of the wall time, the CPU-seconds and the held-out scores,
-and the wall-time ratio of each seed's pair.
+Writes ``bench/results/main_job/<executor>-<rule>-s<seed>.json`` per run and ``main_job.{json,md}``
+(DSBench: ``main_job/dsbench-<executor>-<rule>-s<seed>.json`` and ``main_job_dsbench.{json,md}``,
+with the held-out RPG beside the position score): per executor and rule, mean ± SE over seeds of
+the wall time, the CPU-seconds and the held-out scores, and the wall-time ratio of each seed's pair.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 
 from bench.common import RESULTS, mean_se, rerun_command
+from wmrl_envs.scoring.fusion import FusionConfig
 from wmrl_envs.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,7 +55,8 @@ def run_once(executor: str, seed: int, env: str) -> dict:
     reports = {r["policy"]: r["summary"] for r in results["reports"]}
     untrained, trained = (next(s for p, s in reports.items() if p.startswith(prefix))
                           for prefix in ("untrained", "trained"))
-    return {"executor": executor, "seed": seed, "env": env, "job_wall_s": wall,
+    return {"executor": executor, "seed": seed, "env": env, "fusion_rule": results["meta"]["config"]["fusion"]["rule"],
+            "job_wall_s": wall,
             "heldout_rpg_untrained": untrained.get("rpg_mean"), "heldout_rpg_trained": trained.get("rpg_mean"),
             "ledger_cpu_s": sum(e["cpu_s"] for e in ledger["totals"].values()),
             "ledger_wall_s": sum(e["wall_s"] for e in ledger["totals"].values()),
@@ -63,47 +66,56 @@ def run_once(executor: str, seed: int, env: str) -> dict:
             "machine": provenance(), "loadavg_1m_at_end": os.getloadavg()[0]}
 
 
-def summarise(runs: list[dict], executors: list[str], seeds: list[int]) -> dict:
-    table = {}
-    for executor in executors:
-        mine = [r for r in runs if r["executor"] == executor]
-        table[executor] = {key: mean_se([r[key] for r in mine]) for key in
-                           ("job_wall_s", "ledger_cpu_s", "heldout_untrained", "heldout_trained")}
-        table[executor]["seeds"] = sorted(r["seed"] for r in mine)
-    pairs = {}
-    if len(executors) == 2:
-        cold, warm = executors
-        by = {(r["executor"], r["seed"]): r for r in runs}
-        common = [s for s in seeds if (cold, s) in by and (warm, s) in by]
-        ratios = [by[(cold, s)]["job_wall_s"] / by[(warm, s)]["job_wall_s"] for s in common]
-        deltas = [by[(warm, s)]["heldout_trained"] - by[(cold, s)]["heldout_trained"] for s in common]
-        pairs = {"seeds": common, "wall_ratio": mean_se(ratios), "heldout_difference": mean_se(deltas)}
+def rule_of(run: dict) -> str:
+    """The anchor-weight rule a run trained under (runs from before it was recorded ran ``eta2``)."""
+    return run.get("fusion_rule", "eta2")
+
+
+def summarise(runs: list[dict], executors: list[str]) -> dict:
+    """Per (executor, rule): mean ± SE over seeds; per rule, the two executors' paired wall ratio."""
+    table, pairs = {}, {}
+    for rule in sorted({rule_of(r) for r in runs}):
+        for executor in executors:
+            mine = [r for r in runs if r["executor"] == executor and rule_of(r) == rule]
+            if mine:
+                table[f"{executor}, {rule}"] = {
+                    **{key: mean_se([r[key] for r in mine]) for key in
+                       ("job_wall_s", "ledger_cpu_s", "heldout_untrained", "heldout_trained")},
+                    "seeds": sorted(r["seed"] for r in mine)}
+        if len(executors) == 2:
+            cold, warm = executors
+            by = {(r["executor"], r["seed"]): r for r in runs if rule_of(r) == rule}
+            common = sorted(s for e, s in by if e == cold and (warm, s) in by)
+            if common:
+                ratios = [by[(cold, s)]["job_wall_s"] / by[(warm, s)]["job_wall_s"] for s in common]
+                deltas = [by[(warm, s)]["heldout_trained"] - by[(cold, s)]["heldout_trained"] for s in common]
+                pairs[rule] = {"seeds": common, "wall_ratio": mean_se(ratios), "heldout_difference": mean_se(deltas)}
     return {"executors": table, "pairs": pairs}
 
 
 def markdown(summary: dict, runs: list[dict], env: str) -> str:
     fmt = lambda ms, d=3: f"{ms[0]:.{d}f} ± {ms[1]:.{d}f}" if not math.isnan(ms[1]) else f"{ms[0]:.{d}f}"  # noqa: E731
-    lines = [f"### The main job on `{env}`, cold and default executor", "",
+    lines = [f"### The main job on `{env}`, cold and default executor, by anchor-weight rule", "",
              f"`scripts/main.sh --env {env}` with set-up cached, {runs[0]['machine']['cores']} cores; mean ± SE over "
              "seeds (a single seed shows no SE). `auto` is the default executor (warm where the host allows it). "
              "Held-out: avg@4 by real execution of the env's reward quantity (the position score; on DSBench the "
-             "RPG, with DSBench's own mean RPG in brackets).", "",
-             "| executor | seeds | job wall (min) | ledger CPU-s | held-out untrained | held-out trained |",
+             "RPG, with DSBench's own mean RPG in brackets). Rule: the anchor weight the run trained under "
+             "(`none`, w_A = 1, is the default since issue 28; earlier runs had `eta2`).", "",
+             "| executor, rule | seeds | job wall (min) | ledger CPU-s | held-out untrained | held-out trained |",
              "|---|---|---:|---:|---:|---:|"]
     for name, row in summary["executors"].items():
         wall = tuple(v / 60 for v in row["job_wall_s"])
         lines.append(f"| {name} | {', '.join(map(str, row['seeds']))} | {fmt(wall, 2)} | {fmt(row['ledger_cpu_s'], 0)} "
                      f"| {fmt(row['heldout_untrained'])} | {fmt(row['heldout_trained'])} |")
-    if summary["pairs"]:
-        p = summary["pairs"]
-        lines += ["", f"Per seed (paired, seeds {p['seeds']}): cold wall / default wall = {fmt(p['wall_ratio'], 2)}x; "
-                      f"held-out trained, default − cold = {fmt(p['heldout_difference'])}."]
-    lines += ["", "| executor | seed | job wall (s) | ledger CPU-s | held-out untrained | held-out trained | commit |",
-              "|---|---:|---:|---:|---:|---:|---|"]
-    for r in sorted(runs, key=lambda r: (r["executor"], r["seed"])):
+    for rule, p in summary["pairs"].items():
+        lines += ["", f"Per seed under `{rule}` (paired, seeds {p['seeds']}): cold wall / default wall = "
+                      f"{fmt(p['wall_ratio'], 2)}x; held-out trained, default − cold = {fmt(p['heldout_difference'])}."]
+    lines += ["", "| executor | rule | seed | job wall (s) | ledger CPU-s | held-out untrained | held-out trained | commit |",
+              "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in sorted(runs, key=lambda r: (rule_of(r), r["executor"], r["seed"])):
         rpg = "" if r.get("heldout_rpg_trained") is None else \
             f" (RPG {r['heldout_rpg_untrained']:.3f} -> {r['heldout_rpg_trained']:.3f})"
-        lines.append(f"| {r['executor']} | {r['seed']} | {r['job_wall_s']:.0f} | {r['ledger_cpu_s']:.0f} | "
+        lines.append(f"| {r['executor']} | {rule_of(r)} | {r['seed']} | {r['job_wall_s']:.0f} | {r['ledger_cpu_s']:.0f} | "
                      f"{r['heldout_untrained']:.3f} | {r['heldout_trained']:.3f}{rpg} | `{r['machine']['commit'][:10]}` |")
     flag = "" if env == DEFAULT_ENV else f" --env {env}"
     lines += ["", f"Rerun: `{rerun_command(__spec__.name)}{flag}` (skips the runs already in `bench/results/main_job/`)."]
@@ -118,9 +130,10 @@ def main() -> None:
     args = parser.parse_args()
     prefix, name = ("", "main_job") if args.env == DEFAULT_ENV else ("dsbench-", "main_job_dsbench")
     RUNS.mkdir(parents=True, exist_ok=True)
+    rule = FusionConfig().rule  # the rule the job trains under: the default, as a user's run would
     for seed in args.seeds:
         for executor in args.executors:
-            path = RUNS / f"{prefix}{executor}-s{seed}.json"
+            path = RUNS / f"{prefix}{executor}-{rule}-s{seed}.json"
             if path.exists():
                 print(f"{path.name}: already there, skipped")
                 continue
@@ -129,8 +142,11 @@ def main() -> None:
             path.write_text(json.dumps(summary, indent=2) + "\n")
             print(f"  {summary['job_wall_s']:.0f} s, held-out trained {summary['heldout_trained']:.3f}", flush=True)
     runs = [json.loads(p.read_text()) for p in sorted(RUNS.glob(f"{prefix}*.json"))]
-    runs = [r for r in runs if r["executor"] in args.executors and r.get("env", DEFAULT_ENV) == args.env]
-    summary = summarise(runs, args.executors, args.seeds)
+    runs = [r for r in runs if r.get("env", DEFAULT_ENV) == args.env]
+    # Every run on record is reported, the cold executor first, whichever this call ran.
+    executors = list(dict.fromkeys(e for e in ("bwrap", *args.executors, *(r["executor"] for r in runs))
+                                   if any(r["executor"] == e for r in runs)))
+    summary = summarise(runs, executors)
     (RESULTS / f"{name}.json").write_text(json.dumps({"summary": summary, "runs": runs}, indent=2) + "\n")
     (RESULTS / f"{name}.md").write_text(markdown(summary, runs, args.env))
     print(markdown(summary, runs, args.env))

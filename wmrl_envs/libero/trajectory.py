@@ -62,7 +62,9 @@ class Trajectory:
 
 
 def save_trajectories(path: str | Path, trajectories: Sequence[Trajectory]) -> None:
-    """Write trajectories to one compressed ``.npz`` (ragged arrays concatenated with offsets)."""
+    """Write trajectories to one compressed ``.npz`` (ragged arrays concatenated with offsets),
+    creating its folder."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     lengths = np.array([t.steps for t in trajectories], dtype=np.int64)
     np.savez_compressed(
         path,
