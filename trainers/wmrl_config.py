@@ -23,6 +23,7 @@ from typing import Any
 
 from wmrl_envs.calibration import CalibratorConfig
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.libero.workers import DEFAULT_EPISODE_TIMEOUT_S
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
 from wmrl_envs.scoring import FusionConfig
 from wmrl_envs.scoring.schedule import check_adaptation, check_min_anchor_groups
@@ -67,6 +68,9 @@ class FamilyConfig:
                 "runs them in this process. More are local processes, or Ray actors with --executor ray (on the "
                 "cluster of ray.init() or RAY_ADDRESS). Episodes are seeded per (seed, group, member): any number "
                 "of workers gives the same ones"})
+    sim_timeout_s: float = field(default=DEFAULT_EPISODE_TIMEOUT_S, metadata={
+        "help": "LIBERO-Long: seconds an episode may run on a simulation worker before the worker is stopped and "
+                "the episode counts as an infrastructure failure (neither success nor failure)"})
 
     def __post_init__(self) -> None:
         from trainers.families import get_family
@@ -88,8 +92,11 @@ class FamilyConfig:
             raise ConfigError(f"wm_reward must be one of {WM_REWARDS}, got {self.wm_reward!r}")
         if self.sim_workers < 1:
             raise ConfigError(f"sim_workers must be >= 1, got {self.sim_workers}")
-        if not profile.simulated and (self.sim_workers != 1 or self.wm_reward != "truncate"):
-            raise ConfigError(f"{self.env_id} runs no simulator: sim_workers and wm_reward apply to simulated "
+        if not self.sim_timeout_s > 0:
+            raise ConfigError(f"sim_timeout_s must be > 0, got {self.sim_timeout_s}")
+        if not profile.simulated and (self.sim_workers != 1 or self.wm_reward != "truncate"
+                                      or self.sim_timeout_s != DEFAULT_EPISODE_TIMEOUT_S):
+            raise ConfigError(f"{self.env_id} runs no simulator: sim_workers, sim_timeout_s and wm_reward apply to simulated "
                               "families (LIBERO-Long)")
 
     def world_model_kwargs(self) -> dict[str, Any]:

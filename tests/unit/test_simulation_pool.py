@@ -63,6 +63,30 @@ class Die:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+@dataclass(frozen=True)
+class BurnThenDie:
+    """Spends ``cpu_s`` of CPU, then kills its own worker: the lost job's CPU was still spent."""
+
+    cpu_s: float
+    task_index: int = 0
+
+    def run(self, worker):
+        start = time.process_time()
+        while time.process_time() - start < self.cpu_s:
+            pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Never returns: a simulator stuck in a contact solve."""
+
+    task_index: int = 0
+
+    def run(self, worker):
+        time.sleep(3600)
+
+
 @pytest.fixture(scope="module")
 def pool():
     with SimulationPool(workers=2, backend="local") as pool:
@@ -80,6 +104,8 @@ def test_bad_pools_are_config_errors():
         SimulationPool(backend="inline", env_options={"reward": "real"})
     with pytest.raises(ConfigError, match="ship a policy"):
         SimulationPool(backend="inline").run([Echo(0)])
+    with pytest.raises(ConfigError, match="episode_timeout_s must be > 0"):
+        SimulationPool(backend="inline", episode_timeout_s=0)
 
 
 def test_jobs_spread_over_the_workers_and_the_policy_is_sent_once_per_version(pool):
@@ -129,3 +155,28 @@ def test_a_worker_killed_while_idle_is_replaced_before_it_gets_a_job(pool):
     os.waitid(os.P_PID, victim, os.WEXITED | os.WNOWAIT)
     results = pool.run([Echo(0), Echo(0)])
     assert [r.error for r in results] == [None, None] and victim not in pool.pids()
+
+
+def test_a_lost_job_is_charged_the_cpu_its_worker_spent_on_it(pool):
+    pool.ship(Blob(b"v6"))
+    pool.run([Echo(0), Echo(1)])  # both workers up (see below)
+    lost = pool.run([BurnThenDie(cpu_s=0.3), Echo(1)])[0]
+    assert lost.infra_failure and "died (signal SIGKILL)" in lost.error
+    # Read from the worker's whole-life usage once reaped, less what it had used before the job.
+    assert 0.28 <= lost.cpu_s < 1 and lost.wall_s >= lost.cpu_s - 0.05
+
+
+def test_a_job_past_the_timeout_is_stopped_as_an_infrastructure_failure_and_the_pool_goes_on():
+    # The clock runs from the hand-over, a worker's start-up included: 8 s leaves room for a loaded machine.
+    with SimulationPool(workers=2, backend="local", episode_timeout_s=8) as short:
+        short.ship(Blob(b"v"))
+        short.run([Echo(0), Echo(1)])  # both workers up: a first job's charge would include its worker's start-up
+        before = set(short.pids())
+        results = short.run([Echo(0, 0), Hang(), Echo(0, 2)])
+        stuck = results[1]
+        assert stuck.infra_failure and stuck.output is None
+        assert "more than the 8 s allowed: stopped; infrastructure failure (not a score)" in stuck.error
+        assert stuck.wall_s >= 8 and 0 <= stuck.cpu_s < 1  # it slept: waiting is not charged as CPU
+        assert [r.output[3] for r in results if not r.infra_failure] == [0, 2]
+        assert short.replaced == 1 and len(set(short.pids()) - before) == 1
+        assert all(not r.infra_failure for r in short.run([Echo(0), Echo(1)]))

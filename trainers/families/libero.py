@@ -41,6 +41,7 @@ from trainers.families import FamilyProfile
 from trainers.ledger import ComputeLedger
 from trainers.wmrl_config import WM_REWARDS
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.libero.workers import DEFAULT_EPISODE_TIMEOUT_S
 from wmrl_envs.libero.tasks import (
     ENV_ID,
     HELDOUT_INIT_STATES,
@@ -70,12 +71,14 @@ class LiberoAdapter:
         executor: ``"ray"`` puts the workers on the Ray cluster; anything else, on this machine.
         wm_reward: ``"truncate"`` (world-model episodes stop at ``wm_horizon``) or ``"shaped"``
             (every episode runs to its end; :mod:`wmrl_envs.scoring.shaping`).
+        sim_timeout_s: Seconds an episode may run on a simulation worker before it is stopped
+            and the episode counts as an infrastructure failure.
     """
 
     def __init__(self, task_ids: Sequence[int | str] | None = None, init_states: Sequence[int] = TRAIN_INIT_STATES,
                  wm_horizon: int = 260, max_steps: int = 520, obs_mode: str = "state",
                  reward_model: str | None = None, seed: int = 0, sim_workers: int = 1, executor: str = "local",
-                 wm_reward: str = "truncate") -> None:
+                 wm_reward: str = "truncate", sim_timeout_s: float = DEFAULT_EPISODE_TIMEOUT_S) -> None:
         self.indices = [task_index(t) for t in (range(N_TASKS) if task_ids is None else task_ids)]
         self.task_ids = [TASK_NAMES[i] for i in self.indices]
         self.init_states = [int(k) for k in init_states]
@@ -87,7 +90,9 @@ class LiberoAdapter:
             raise ConfigError(f"sim_workers must be >= 1, got {sim_workers}")
         if wm_reward not in WM_REWARDS:
             raise ConfigError(f"wm_reward must be one of {WM_REWARDS}, got {wm_reward!r}")
-        self.seed = seed
+        if not sim_timeout_s > 0:
+            raise ConfigError(f"sim_timeout_s must be > 0, got {sim_timeout_s}")
+        self.seed, self.sim_timeout_s = seed, float(sim_timeout_s)
         self.env_options = {"obs_mode": obs_mode, "wm_horizon": wm_horizon, "max_steps": max_steps,
                             "reward_model": reward_model, "task_ids": self.indices}
         self.env: Any = None
@@ -127,7 +132,7 @@ class LiberoAdapter:
             from trainers.families.libero_pool import collect_pooled, make_pool
 
             if self.pool is None:
-                self.pool = make_pool(self.sim_workers, self.executor, self.env_options)
+                self.pool = make_pool(self.sim_workers, self.executor, self.env_options, self.sim_timeout_s)
             return collect_pooled(self, self.pool, policy, task_ids, group_ids, group_size, ledger, core,
                                   shaped=self.wm_reward == "shaped")
         env = self.env_for(core)
@@ -166,7 +171,8 @@ class LiberoAdapter:
 def make_adapter(config) -> LiberoAdapter:
     family = config.family
     return LiberoAdapter(task_ids=family.task_ids, wm_horizon=family.wm_horizon, seed=config.seed,
-                         sim_workers=family.sim_workers, executor=family.executor, wm_reward=family.wm_reward)
+                         sim_workers=family.sim_workers, executor=family.executor, wm_reward=family.wm_reward,
+                         sim_timeout_s=family.sim_timeout_s)
 
 
 def check_train(config, eval_k: int) -> None:
@@ -184,7 +190,8 @@ def heldout(config, untrained, trained, k: int, task_ids) -> tuple[str, str, lis
     tasks = [task_index(t) for t in (task_ids or config.family.task_ids or range(N_TASKS))]
     inits = list(HELDOUT_INIT_STATES[:k])
     family = config.family
-    pool = make_pool(family.sim_workers, family.executor, {}) if pooled(family.sim_workers, family.executor) else None
+    pool = (make_pool(family.sim_workers, family.executor, {}, family.sim_timeout_s)
+            if pooled(family.sim_workers, family.executor) else None)
     try:
         reports = [evaluate_episodes(VLAEpisodePolicy(p, greedy=True, seed=config.seed), k, tasks, inits, name,
                                      pool=pool).to_dict()

@@ -14,9 +14,10 @@ more workers, with ``executor="ray"``, or with shaped rewards, it hands them to 
   code families' one-batch scoring does (the in-process path fuses episode by episode, anchors
   first). With ``wm_reward="shaped"`` every episode runs to its end and world-model groups get
   the potential-shaped reward (:mod:`wmrl_envs.scoring.shaping`).
-* **A lost episode** (its worker died) is an infrastructure failure: its ``ScoreResult`` has
-  ``infra_failure`` and a NaN reward, so the trainer drops it from its group's baseline as it
-  drops a code sample whose sandbox failed; its rollout carries no tokens.
+* **A lost episode** (its worker died, or ran it past ``sim_timeout_s`` and was stopped) is an
+  infrastructure failure: its ``ScoreResult`` has ``infra_failure`` and a NaN reward, so the
+  trainer drops it from its group's baseline as it drops a code sample whose sandbox failed; its
+  rollout carries no tokens. The seconds its worker spent on it are charged as simulation.
 * **The ledger** charges ``simulation`` and ``world_model`` with the seconds each worker measured
   in its env, and ``generation`` with the rest of the workers' CPU on their jobs (the policy)
   plus this process's own CPU around the pool.
@@ -37,7 +38,7 @@ from trainers.ledger import ComputeLedger
 from wmrl_envs.libero.evaluate import EpisodePolicy, LiberoEvalReport, evaluate_libero
 from wmrl_envs.libero.pooled_eval import evaluate_pooled
 from wmrl_envs.libero.tasks import TASK_NAMES, task_index
-from wmrl_envs.libero.workers import JobResult, SimulationPool
+from wmrl_envs.libero.workers import DEFAULT_EPISODE_TIMEOUT_S, JobResult, SimulationPool
 from wmrl_envs.scoring import ScoredGroup, ScoreResult, ScoringCore
 
 #: The raw scores a worker's episode reports (its env's final info, see ``wmrl_envs/libero/env.py``).
@@ -50,10 +51,11 @@ def pooled(sim_workers: int, executor: str) -> bool:
     return sim_workers > 1 or executor == "ray"
 
 
-def make_pool(sim_workers: int, executor: str, env_options: dict[str, Any]) -> SimulationPool:
+def make_pool(sim_workers: int, executor: str, env_options: dict[str, Any],
+              episode_timeout_s: float = DEFAULT_EPISODE_TIMEOUT_S) -> SimulationPool:
     """``sim_workers`` Ray actors (``executor="ray"``), local processes, or this process for one."""
     backend = "ray" if executor == "ray" else "local" if sim_workers > 1 else "inline"
-    return SimulationPool(sim_workers, backend, env_options)
+    return SimulationPool(sim_workers, backend, env_options, episode_timeout_s)
 
 
 def collect_pooled(adapter: Any, pool: SimulationPool, policy: Any, task_ids: Sequence[str],
@@ -100,13 +102,14 @@ def _scored_episode(job: Any, result: JobResult, stream: str) -> tuple[Rollout, 
     """A worker's episode as a rollout and its raw scores; a lost one as an infrastructure failure."""
     name = TASK_NAMES[job.task_index]
     if result.infra_failure:
+        cost = {**_NO_COST, "simulation_cpu_s": result.cpu_s, "simulation_s": result.wall_s}  # spent, then lost
         response = {"task_id": name, "task_index": job.task_index, "init_state": job.init_state,
                     "group_id": job.group_id, "stream": stream, "score": math.nan, "real_score": None,
-                    "wm_score_raw": None, "infra_failure": True, "error": result.error, "cost": dict(_NO_COST)}
+                    "wm_score_raw": None, "infra_failure": True, "error": result.error, "cost": cost}
         rollout = Rollout(task_id=name, group_id=job.group_id, response=response, tokens=None, logp=torch.zeros(0),
                           meta={"init_state": job.init_state, "steps": 0, "infra_failure": True})
         return rollout, ScoreResult(task_id=name, stream=stream, infra_failure=True, error=result.error,
-                                    cost=dict(_NO_COST))
+                                    cost=dict(cost))
     rollout = result.output
     info = rollout.response
     sample = ScoreResult(task_id=name, stream=stream, **{k: info[k] for k in _RAW_FIELDS},

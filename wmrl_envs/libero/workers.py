@@ -24,14 +24,21 @@
   numbers each distinct payload by its content and sends it to a worker only when that worker
   holds another version, so it crosses to each worker once per update (on Ray, ``ray.put``
   stores it once and each node fetches it once). A worker builds it once per version.
-* **Crashes.** A worker that dies (killed, out of memory, a fault in the simulator) loses the
-  job it was running. That job comes back as an infrastructure failure (``infra_failure=True``,
-  no output), which callers count as neither a success nor a failure. The pool starts a
-  replacement worker and the run goes on. A job that *raises* is a bug, not a crash: the run
+* **Crashes and hangs.** A worker that dies (killed, out of memory, a fault in the simulator)
+  loses the job it was running; so does one that runs a job longer than ``episode_timeout_s``
+  (a simulator stuck in a contact solve, a deadlocked renderer), which the pool kills; the clock
+  runs from the hand-over, so it covers a new worker's start-up and a simulator build. That job
+  comes back as an infrastructure failure (``infra_failure=True``, no output), which callers
+  count as neither a success nor a failure. The pool starts a replacement worker and the run
+  goes on. (An ``inline`` worker is the calling process: it can neither die alone nor be stopped.) A job that *raises* is a bug, not a crash: the run
   lets the jobs in flight finish, then raises :class:`~wmrl_envs.errors.SimulationWorkerError`
   with the worker's traceback.
 * **Cost.** Each result carries the CPU and wall seconds its worker spent on the job (its own
-  process time), so the compute ledger charges what the workers used.
+  process time), so the compute ledger charges what the workers used, lost jobs included: a
+  local worker's CPU is read from ``/proc`` when the job starts and when it is stopped, or, for
+  one that died, from its whole-life usage once reaped; a worker's first job also carries the
+  rest of its start-up. (A lost job on Ray is charged its wall time only: the actor's process
+  is on another node.)
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import hashlib
 import multiprocessing
 import os
 import pickle
+import resource
 import signal
 import time
 import traceback
@@ -53,6 +61,9 @@ from wmrl_envs.errors import ConfigError, SimulationWorkerError
 from wmrl_envs.scoring.results import bounded
 
 BACKENDS = ("inline", "local", "ray")
+#: The longest an episode may run on a worker before the pool stops it. A state-input episode takes
+#: 2-4 s on one core and a camera one about 30 times that, so only a hung simulator reaches it.
+DEFAULT_EPISODE_TIMEOUT_S = 900.0
 #: Variables a local worker starts with: one compute thread each, since a pool of N workers on N
 #: cores gains nothing from more and loses much to contention (tests/conftest.py).
 _WORKER_ENVIRON = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -211,6 +222,8 @@ class _Slot:
         self.task: int | None = None
         self.job: int | None = None
         self.outcome: Any = None  # inline: the result of the job just run; ray: the pending reference
+        self.started = 0.0  # time.monotonic() when the job was handed over
+        self.cpu_at_start: float | None = None  # the worker's CPU seconds then (None: unknown)
 
 
 @contextlib.contextmanager
@@ -228,6 +241,16 @@ def _environ(values: dict[str, str]) -> Iterator[None]:
                 os.environ[k] = v
 
 
+def _process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a live process so far, from ``/proc`` (None where unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _death(pid: int, exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         try:
@@ -242,6 +265,16 @@ def _death(pid: int, exitcode: int | None) -> str:
 class _LocalProcess:
     def __init__(self, process: Any, conn: Connection) -> None:
         self.process, self.conn = process, conn
+        self.lifetime_cpu_s: float | None = None  # once it died and was reaped here: its whole-life CPU
+
+    def reap(self) -> None:
+        """Wait for the dead process, keeping the CPU it used (the driver's children's usage grows
+        by exactly that when it is reaped)."""
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.process.join(timeout=5)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if self.process.exitcode is not None:
+            self.lifetime_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
     @property
     def pid(self) -> int:
@@ -275,18 +308,19 @@ class _Local:
                 handle.conn.send_bytes(pickle.dumps(("payload", *shipment)))
             handle.conn.send_bytes(pickle.dumps(("job", job)))
         except (BrokenPipeError, ConnectionResetError):
-            handle.process.join(timeout=5)
+            handle.reap()
             return _death(handle.pid, handle.process.exitcode)
         return None
 
-    def wait(self, busy: list[_Slot]) -> list[tuple[_Slot, tuple | None, str | None]]:
-        """Block until some busy worker answers or dies: ``(slot, message, None)`` or ``(slot, None, death)``."""
+    def wait(self, busy: list[_Slot], timeout: float | None) -> list[tuple[_Slot, tuple | None, str | None]]:
+        """Block until some busy worker answers or dies, at most ``timeout`` seconds (then nothing):
+        ``(slot, message, None)`` or ``(slot, None, death)``."""
         by_object: dict[Any, _Slot] = {}
         for slot in busy:
             by_object[slot.handle.conn] = slot
             by_object[slot.handle.process.sentinel] = slot
         done: dict[_Slot, tuple[tuple | None, str | None]] = {}
-        for ready in wait(list(by_object)):
+        for ready in wait(list(by_object), timeout):
             slot = by_object[ready]
             if slot in done:
                 continue
@@ -297,12 +331,19 @@ class _Local:
                     continue
             except (EOFError, ConnectionResetError):
                 pass
-            handle.process.join(timeout=5)
+            handle.reap()
             done[slot] = (None, _death(handle.pid, handle.process.exitcode))
         return [(slot, message, death) for slot, (message, death) in done.items()]
 
     def alive(self, handle: _LocalProcess) -> bool:
         return handle.process.is_alive()
+
+    def cpu_s(self, handle: _LocalProcess) -> float | None:
+        return handle.lifetime_cpu_s if handle.lifetime_cpu_s is not None else _process_cpu_s(handle.pid)
+
+    def kill(self, handle: _LocalProcess) -> None:
+        handle.process.kill()
+        handle.reap()
 
     def stop(self, handle: _LocalProcess) -> None:
         try:
@@ -330,11 +371,17 @@ class _Inline:
             slot.handle.receive(*shipment)
         slot.outcome = slot.handle.execute(job)
 
-    def wait(self, busy: list[_Slot]) -> list[tuple[_Slot, tuple | None, str | None]]:
-        return [(slot, slot.outcome, None) for slot in busy]
+    def wait(self, busy: list[_Slot], timeout: float | None) -> list[tuple[_Slot, tuple | None, str | None]]:
+        return [(slot, slot.outcome, None) for slot in busy]  # already run: nothing to wait for or stop
 
     def alive(self, handle: Worker) -> bool:
         return True
+
+    def cpu_s(self, handle: Worker) -> float | None:
+        return None
+
+    def kill(self, handle: Worker) -> None:
+        raise AssertionError("an inline job has finished before the pool looks at it")
 
     def stop(self, handle: Worker) -> None:
         handle.close()
@@ -400,11 +447,11 @@ class _Ray:
             actor.receive.remote(version, self._put[1])  # an actor runs its calls in order: before the job
         slot.outcome = actor.execute.remote(job)
 
-    def wait(self, busy: list[_Slot]) -> list[tuple[_Slot, tuple | None, str | None]]:
+    def wait(self, busy: list[_Slot], timeout: float | None) -> list[tuple[_Slot, tuple | None, str | None]]:
         from ray.exceptions import ActorUnavailableError, RayActorError
 
         by_ref = {slot.outcome: slot for slot in busy}
-        ready, _ = self.ray.wait(list(by_ref), num_returns=1)
+        ready, _ = self.ray.wait(list(by_ref), num_returns=1, timeout=timeout)
         out = []
         for ref in ready:
             slot = by_ref[ref]
@@ -420,6 +467,12 @@ class _Ray:
     def alive(self, handle: _RayActor) -> bool:
         return True  # a dead actor shows when its next call fails: that job is then an infrastructure failure
 
+    def cpu_s(self, handle: _RayActor) -> float | None:
+        return None  # the actor's process may be on another node
+
+    def kill(self, handle: _RayActor) -> None:
+        self.ray.kill(handle.actor)
+
     def stop(self, handle: _RayActor) -> None:
         self.ray.kill(handle.actor)
 
@@ -433,11 +486,17 @@ class SimulationPool:
         backend: ``"local"`` (processes), ``"ray"`` (actors; ``ray.init()`` first, or set
             ``RAY_ADDRESS``) or ``"inline"`` (this process; one worker).
         env_options: Keywords of every worker's :class:`~wmrl_envs.libero.env.LiberoLongEnv`.
+        episode_timeout_s: Seconds a job may run on a worker before the pool stops the worker and
+            counts the job as an infrastructure failure (not enforced ``inline``).
     """
 
-    def __init__(self, workers: int = 1, backend: str = "local", env_options: dict[str, Any] | None = None) -> None:
+    def __init__(self, workers: int = 1, backend: str = "local", env_options: dict[str, Any] | None = None,
+                 episode_timeout_s: float = DEFAULT_EPISODE_TIMEOUT_S) -> None:
         if backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if not episode_timeout_s > 0:
+            raise ConfigError(f"episode_timeout_s must be > 0, got {episode_timeout_s}")
+        self.episode_timeout_s = float(episode_timeout_s)
         if workers < 1 or (backend == "inline" and workers != 1):
             raise ConfigError(f"need workers >= 1 (exactly 1 inline), got {workers} for backend {backend!r}")
         self.backend_name = backend
@@ -484,16 +543,22 @@ class SimulationPool:
             busy = [s for s in self._slots if s.job is not None]
             if not busy:
                 continue
-            for slot, message, death in self._backend.wait(busy):
+            first_deadline = min(s.started for s in busy) + self.episode_timeout_s
+            for slot, message, death in self._backend.wait(busy, max(first_deadline - time.monotonic(), 0.0)):
                 index, slot.job = slot.job, None
                 if death is not None:
-                    results[index] = JobResult(infra_failure=True, error=death)
+                    results[index] = JobResult(cpu_s=self._lost_cpu_s(slot), wall_s=time.monotonic() - slot.started,
+                                               infra_failure=True, error=death)
                     self._replace(slot)
                 elif message[0] == "error":
                     failure = failure or message[1]
                 else:
                     _, output, cpu_s, wall_s = message
                     results[index] = JobResult(output, cpu_s, wall_s)
+            for slot in busy:
+                if slot.job is not None and time.monotonic() - slot.started >= self.episode_timeout_s:
+                    index, slot.job = slot.job, None
+                    results[index] = self._stop_overdue(slot)
         if failure is not None:
             raise SimulationWorkerError(bounded(f"an episode raised in a simulation worker:\n{failure}", 4000))
         return [r for r in results if r is not None]
@@ -511,6 +576,22 @@ class SimulationPool:
             self._replace(slot)
             return
         slot.version, slot.task, slot.job = self._version, jobs[index].task_index, index
+        slot.started, slot.cpu_at_start = time.monotonic(), self._backend.cpu_s(slot.handle)
+
+    def _lost_cpu_s(self, slot: _Slot) -> float:
+        """CPU seconds the worker spent on the job it lost (0 where either reading is unknown)."""
+        now = self._backend.cpu_s(slot.handle)
+        return max(now - slot.cpu_at_start, 0.0) if now is not None and slot.cpu_at_start is not None else 0.0
+
+    def _stop_overdue(self, slot: _Slot) -> JobResult:
+        """Stop a worker whose job ran past the timeout: the job is lost, charged what it used."""
+        pid, wall = slot.handle.pid, time.monotonic() - slot.started
+        cpu = self._lost_cpu_s(slot)  # read before the kill: a Ray actor's is unknown anyway
+        self._backend.kill(slot.handle)
+        self._replace(slot)
+        return JobResult(cpu_s=cpu, wall_s=wall, infra_failure=True,
+                         error=f"simulation worker (pid {pid}) ran this episode for {wall:.0f} s, more than the "
+                               f"{self.episode_timeout_s:g} s allowed: stopped; infrastructure failure (not a score)")
 
     def _replace(self, slot: _Slot) -> None:
         self._backend.stop(slot.handle)
