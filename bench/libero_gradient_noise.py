@@ -394,21 +394,28 @@ def shaped_report(results: list[dict]) -> str:
               "model's P(success | states so far), Phi_T - Phi_0 (gamma 1), calibrated on the batch's own "
               "(Phi_T, success) pairs, or raw. GRPO's advantage (std) over the same groups, gradients at the "
               "start. B in groups, with the signal 2 SE above and below its estimate in brackets (infinite where "
-              "that signal is not positive)."), "",
+              "that signal is not positive). The cosine of the expected gradients uses cross-group products only "
+              "(unbiased terms, so its ratio can leave [-1, 1] when the signals are this weak); the steps ratio is "
+              f"(1 + B_shaped/b) / (1 + B_sparse/b) at b = {results[0]['fine_tune_groups']} groups, n/a where "
+              "either B is infinite."), "",
              "| policy | episodes | success | AUROC of Phi_T | silent groups: sparse / shaped | "
              + " | ".join(f"B, {label}" for label in SHAPED_REWARDS.values())
-             + " | cos(E g_shaped, E g_sparse) | steps at 16 groups, shaped / sparse |",
+             + f" | cos(E g_shaped, E g_sparse) | steps at {results[0]['fine_tune_groups']} groups, shaped / sparse |",
              "|---|---:|---:|---:|---:|" + "---:|" * len(SHAPED_REWARDS) + "---:|---:|"]
     for r in results:
         lines.append(f"| {r['policy']} | {r['episodes']} | {r['real_success']:.2f} | {r['potential_end_auroc']:.2f} | "
                      f"{r['sparse']['silent_share']:.2f} / {r['shaped']['silent_share']:.2f} | "
                      + " | ".join(b(r[name]) for name in SHAPED_REWARDS)
-                     + f" | {r['shaped']['expected_cosine_with_sparse']:.2f} | "
-                     f"{r['steps_ratio_at_fine_tune_batch']:.2f} |")
+                     + f" | {_or_na(r['shaped']['expected_cosine_with_sparse'])} | "
+                     f"{_or_na(r['steps_ratio_at_fine_tune_batch'])} |")
     summary = "; ".join(f"{label} {_mean_se([r[name]['noise_scale_groups_lower'] for r in results])}"
                         for name, label in SHAPED_REWARDS.items())
     lines += ["", f"Mean over policies of B's lower bound: {summary}."]
     return "\n".join(lines)
+
+
+def _or_na(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2f}"
 
 
 def surrogate_loss(policy, rollouts, advantages, kl_coef: float):

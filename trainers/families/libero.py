@@ -41,7 +41,6 @@ from trainers.families import FamilyProfile
 from trainers.ledger import ComputeLedger
 from trainers.wmrl_config import WM_REWARDS
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.libero.workers import DEFAULT_EPISODE_TIMEOUT_S
 from wmrl_envs.libero.tasks import (
     ENV_ID,
     HELDOUT_INIT_STATES,
@@ -51,6 +50,7 @@ from wmrl_envs.libero.tasks import (
     TRAIN_INIT_STATES,
     task_index,
 )
+from wmrl_envs.libero.workers import DEFAULT_EPISODE_TIMEOUT_S
 from wmrl_envs.provenance import provenance
 from wmrl_envs.scoring import ScoredGroup, ScoreResult, ScoringCore
 

@@ -30,9 +30,9 @@
   runs from the hand-over, so it covers a new worker's start-up and a simulator build. That job
   comes back as an infrastructure failure (``infra_failure=True``, no output), which callers
   count as neither a success nor a failure. The pool starts a replacement worker and the run
-  goes on. (An ``inline`` worker is the calling process: it can neither die alone nor be stopped.) A job that *raises* is a bug, not a crash: the run
-  lets the jobs in flight finish, then raises :class:`~wmrl_envs.errors.SimulationWorkerError`
-  with the worker's traceback.
+  goes on. (An ``inline`` worker is the calling process: it can neither die alone nor be
+  stopped.) A job that *raises* is a bug, not a crash: the run lets the jobs in flight finish,
+  then raises :class:`~wmrl_envs.errors.SimulationWorkerError` with the worker's traceback.
 * **Cost.** Each result carries the CPU and wall seconds its worker spent on the job (its own
   process time), so the compute ledger charges what the workers used, lost jobs included: a
   local worker's CPU is read from ``/proc`` when the job starts and when it is stopped, or, for
