@@ -100,7 +100,9 @@ def markdown(summary: dict, runs: list[dict], env: str) -> str:
              "seeds (a single seed shows no SE). `auto` is the default executor (warm where the host allows it). "
              "Held-out: avg@4 by real execution of the env's reward quantity (the position score; on DSBench the "
              "RPG, with DSBench's own mean RPG in brackets). Rule: the anchor weight the run trained under "
-             "(`none`, w_A = 1, is the default since issue 28; earlier runs had `eta2`).", "",
+             "(`none`, w_A = 1, is the default since issue 28; earlier runs had `eta2`). Wall and CPU seconds "
+             "compare only between runs made side by side (the per-run table gives when each finished): the same "
+             "machine type runs at different speeds from one session to the next.", "",
              "| executor, rule | seeds | job wall (min) | ledger CPU-s | held-out untrained | held-out trained |",
              "|---|---|---:|---:|---:|---:|"]
     for name, row in summary["executors"].items():
@@ -110,13 +112,15 @@ def markdown(summary: dict, runs: list[dict], env: str) -> str:
     for rule, p in summary["pairs"].items():
         lines += ["", f"Per seed under `{rule}` (paired, seeds {p['seeds']}): cold wall / default wall = "
                       f"{fmt(p['wall_ratio'], 2)}x; held-out trained, default − cold = {fmt(p['heldout_difference'])}."]
-    lines += ["", "| executor | rule | seed | job wall (s) | ledger CPU-s | held-out untrained | held-out trained | commit |",
-              "|---|---|---:|---:|---:|---:|---:|---|"]
+    lines += ["", "| executor | rule | seed | job wall (s) | ledger CPU-s | held-out untrained | held-out trained | "
+                  "finished (UTC) | commit |",
+              "|---|---|---:|---:|---:|---:|---:|---|---|"]
     for r in sorted(runs, key=lambda r: (rule_of(r), r["executor"], r["seed"])):
         rpg = "" if r.get("heldout_rpg_trained") is None else \
             f" (RPG {r['heldout_rpg_untrained']:.3f} -> {r['heldout_rpg_trained']:.3f})"
         lines.append(f"| {r['executor']} | {rule_of(r)} | {r['seed']} | {r['job_wall_s']:.0f} | {r['ledger_cpu_s']:.0f} | "
-                     f"{r['heldout_untrained']:.3f} | {r['heldout_trained']:.3f}{rpg} | `{r['machine']['commit'][:10]}` |")
+                     f"{r['heldout_untrained']:.3f} | {r['heldout_trained']:.3f}{rpg} | "
+                     f"{r['machine']['date'][:16].replace('T', ' ')} | `{r['machine']['commit'][:10]}` |")
     flag = "" if env == DEFAULT_ENV else f" --env {env}"
     lines += ["", f"Rerun: `{rerun_command(__spec__.name)}{flag}` (skips the runs already in `bench/results/main_job/`)."]
     return "\n".join(lines) + "\n"
