@@ -34,7 +34,8 @@ run collects 112 anchor pairs (2 warmup steps at half anchors, then 2 of 8 group
 clean surrogate and the (a) saturate 4, (c) family bias 0.5, (d) swap 0.3 and (f) noise 0.1
 rows. A candidate is a sweep variant: ``fusion_rule=<rule>`` (mode ``wmrl-<rule>``; plain
 ``wmrl`` is the default rule), ``calibration_stratify=true`` (mode ``wmrl-stratified``: a
-calibration map per solution family) or ``preset=paper`` (mode ``wmrl-paper-preset``: the reference
+calibration map per solution family), ``calibration_debias_flagged_strata=true`` (mode
+``wmrl-flagged-strata``: an offset for each family the audit's stratum check flags) or ``preset=paper`` (mode ``wmrl-paper-preset``: the reference
 release's corrections, :data:`trainers.wmrl_config.PRESETS`, inside the grid's batch shape).
 Its per-run summaries (curve, final score, anchor pairs, w_A trace) are written to
 ``bench/results/stress_runs/corrections/`` so that a grid resumes on another machine and can
@@ -114,7 +115,10 @@ PRESETS["confirmation"] = {**PRESETS["corrections"], "seeds": [3, 4, 5, 6, 7],
 #: (``measured``: the trainer's warmup measurement, the default; ``inverse_eta2``: c = 1/η̂² at
 #: the first residual), or ``preset`` (a :data:`trainers.wmrl_config.PRESETS` entry, keeping the
 #: grid's batch shape and warmup so that every mode of a row trains on the same batches).
-SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "calibration_stratify", "c_rule", "preset")
+SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "calibration_stratify",
+             "calibration_debias_flagged_strata", "c_rule", "preset")
+#: The sweepable settings that are switches (``true`` or ``false``), and the mode each names when on.
+SWITCHES = {"calibration_stratify": "stratified", "calibration_debias_flagged_strata": "flagged-strata"}
 # Settings every run of one --runs folder must share: a resumed run with others is refused.
 RUN_SETTINGS = ("steps", "warmup_steps", "tasks_per_step", "group_size", "learning_rate", "eval_every", "eval_k",
                 "eval_tasks",
@@ -158,7 +162,7 @@ def setting_overrides(setting: str) -> dict[str, Any]:
         return {name: float(value), "fusion_rule": "eta2"}
     if name == "preset":
         return {k: v for k, v in CONFIG_PRESETS[value].items() if k not in GRID_SHAPE}
-    if name == "calibration_stratify":
+    if name in SWITCHES:
         return {name: value == "true"}
     return {name: value if name == "fusion_rule" else float(value)}
 
@@ -174,8 +178,8 @@ def mode_label(mode: str, variant: str) -> str:
         return f"{mode}-{value}"
     if name == "preset":
         return f"{mode}-{value}-preset"
-    if variant == "calibration_stratify=true":
-        return f"{mode}-stratified"
+    if value == "true" and name in SWITCHES:
+        return f"{mode}-{SWITCHES[name]}"
     return mode + (f" ({variant})" if variant else "")
 
 
@@ -242,6 +246,8 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
             "anchor_reasons": [h.get("anchors/reason") for h in history],
             "fusion_c": trainer.c, "w_anchor": [h.get("fusion/w_anchor") for h in history],
             "fusion_rule": config.fusion.rule, "calibration_stratify": config.calibration.stratify,
+            "calibration_debias_flagged_strata": config.calibration.debias_flagged_strata,
+            "strata_debiased": [h.get("calibration/strata_debiased") for h in history],
             "stratum_z_max": [h.get("calibration/stratum_z_max") for h in history],
             "monotone_ok": [h.get("calibration/monotone_ok") for h in history],
             "anchor_pairs": _anchor_pairs(core),
@@ -417,7 +423,7 @@ def plot(rows: list[dict], out: Path, name: str = "stress") -> list[Path]:
         fig, axes = plt.subplots(1, len(advantages), figsize=(6 * len(advantages), 4.5), squeeze=False)
         for ax, advantage in zip(axes[0], advantages):
             for r in (r for r in subset if r["advantage"] == advantage):
-                if r["variant"] and not r["variant"].startswith(("fusion_rule=", "preset=", "calibration_stratify=")):
+                if r["variant"] and not r["variant"].startswith(("fusion_rule=", "preset=", *SWITCHES)):
                     continue  # one-setting sweeps are in the tables; the curves compare the modes
                 draw_curve(ax, r["curve"], f"{mode_label(r['mode'], r['variant'])}{' adaptive' if r['adaptive'] else ''}")
             ax.set(title=f"{corruption}, {advantage} advantages", xlabel="training compute (CPU-s)",
@@ -501,8 +507,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--sweep takes NAME=VALUE[+NAME=VALUE] with NAME in {SWEEPABLE}, got {setting!r}")
         if name == "c_rule" and value not in ("measured", "inverse_eta2"):
             parser.error(f"c_rule is 'measured' or 'inverse_eta2', got {value!r}")
-        if name == "calibration_stratify" and value not in ("true", "false"):
-            parser.error(f"calibration_stratify is 'true' or 'false', got {value!r}")
+        if name in SWITCHES and value not in ("true", "false"):
+            parser.error(f"{name} is 'true' or 'false', got {value!r}")
         if name == "fusion_rule" and value not in ANCHOR_WEIGHT_RULES:
             parser.error(f"fusion_rule is one of {ANCHOR_WEIGHT_RULES}, got {value!r}")
         if name == "preset" and value not in CONFIG_PRESETS:

@@ -617,29 +617,85 @@ def test_strata_survive_a_state_round_trip_and_an_old_state_has_none() -> None:
 
 
 # ------------------------------------------------------------------ stratified debiasing
-def test_stratified_debiasing_corrects_the_family_the_audit_flags() -> None:
+# Both corrections of an error by family: a map per stratum, or an offset for the strata the check flags.
+STRATUM_CORRECTIONS = [{"stratify": True}, {"debias_flagged_strata": True}]
+
+
+@pytest.mark.parametrize("correction", STRATUM_CORRECTIONS, ids=lambda c: next(iter(c)))
+def test_stratified_debiasing_corrects_the_family_the_audit_flags(correction: dict) -> None:
     wm, real, strata = stratified_pairs(120, bias=0.3, seed=0)
     fresh_wm, fresh_real, fresh_strata = stratified_pairs(400, bias=0.3, seed=1)
     knn = np.array(fresh_strata) == "knn"
     errors = {}
-    for stratify in (False, True):
-        calibrator = Calibrator(CalibratorConfig(stratify=stratify))
+    for corrected in (False, True):
+        calibrator = Calibrator(CalibratorConfig(**(correction if corrected else {})))
         calibrator.add_pairs(wm, real, strata=strata)
         calibrated = calibrator.calibrate(fresh_wm, strata=fresh_strata)
-        errors[stratify] = (np.abs(calibrated[knn] - fresh_real[knn]).mean(), np.abs(calibrated - fresh_real).mean())
+        errors[corrected] = (np.abs(calibrated[knn] - fresh_real[knn]).mean(), np.abs(calibrated - fresh_real).mean())
         report = calibrator.audit()
-        if stratify:  # the correction is behind the alarm: the cross-fitted residuals of knn are gone
+        if corrected:  # the correction is behind the alarm: the cross-fitted residuals of knn are gone
             assert abs(report.stratum_bias["knn"]) < 0.05 and report.monotone_ok
         else:
             assert not report.monotone_ok
     # The over-scored family, on pairs no map saw: from about the bias's size down to near the noise
-    # floor (the mean absolute value of the world model's N(0, 0.1) noise is 0.08).
-    assert errors[False][0] > 0.15 and errors[True][0] < 0.1
+    # floor (the mean absolute value of the world model's N(0, 0.1) noise is 0.08). An offset is a
+    # little short of a map: clipping at 1 makes the top of the family's bias no shift.
+    assert errors[False][0] > 0.15 and errors[True][0] < 0.11
     assert errors[True][1] < errors[False][1]
-    # A score of no stratum, or of one without a map, gets the global map.
-    plain = Calibrator(CalibratorConfig(stratify=True))
+    # A score of no stratum, or of one without a correction, gets the global map.
+    plain = Calibrator(CalibratorConfig(**correction))
     plain.add_pairs(wm, real, strata=strata)
     assert plain.calibrate([0.5]) == pytest.approx(plain.calibrate([0.5], strata=["gbm"]))
+
+
+def test_flagged_strata_debiasing_sets_the_biased_family_aside_and_the_others_keep_the_map() -> None:
+    # +0.5 on one family bends a global map fitted on every pair: the other three then look
+    # under-scored near the biased family's scores. Set aside, only the biased family is corrected.
+    wm, real, strata = stratified_pairs(160, bias=0.5, seed=0)
+    plain = Calibrator()
+    plain.add_pairs(wm, real, strata=strata)
+    assert plain.audit().stratum_z["knn"] > 3.5
+    assert all(plain.audit().stratum_z[name] < -2 for name in ("linear", "tree", "mlp"))
+    calibrator = Calibrator(CalibratorConfig(debias_flagged_strata=True))
+    calibrator.add_pairs(wm, real, strata=strata)
+    assert list(calibrator.debiased_strata) == ["knn"]
+    assert 0.2 < calibrator.debiased_strata["knn"] < 0.5  # short of 0.5: knn's scores clip at 1
+    assert max(abs(z) for z in calibrator.audit().stratum_z.values()) < 3.5
+    assert calibrator.metrics()["calibration/strata_debiased"] == 1.0
+    # The maps are the ones fitted on the other families alone.
+    others = np.array(strata) != "knn"
+    reference = Calibrator()
+    reference.add_pairs(wm[others], real[others])
+    grid = np.linspace(0.1, 0.9, 9)
+    assert calibrator.calibrate(grid, strata=["mlp"] * 9) == pytest.approx(reference.calibrate(grid), abs=1e-12)
+    assert calibrator.calibrate(grid, strata=["knn"] * 9) == pytest.approx(
+        np.clip(reference.calibrate(grid) - calibrator.debiased_strata["knn"], 0, 1), abs=1e-12)
+    # The state round-trips to the same correction.
+    copy = Calibrator.from_json(calibrator.to_json())
+    assert copy.debiased_strata == pytest.approx(calibrator.debiased_strata, abs=1e-12)
+
+
+def test_flagged_strata_debiasing_calibrates_as_without_it_where_the_alarm_is_silent() -> None:
+    silent = 0
+    for seed in range(10):
+        wm, real, strata = stratified_pairs(120, bias=0.0, seed=seed)
+        plain, gated = Calibrator(), Calibrator(CalibratorConfig(debias_flagged_strata=True))
+        plain.add_pairs(wm, real, strata=strata)
+        gated.add_pairs(wm, real, strata=strata)
+        if any("stratum" in reason for reason in plain.audit().reasons):
+            continue  # a false alarm (rare): the gated calibrator corrects it, as designed
+        silent += 1
+        assert gated.debiased_strata == {}
+        assert gated.calibrate(wm, strata=strata) == pytest.approx(plain.calibrate(wm, strata=strata), abs=1e-12)
+        assert gated.eta2 == pytest.approx(plain.eta2, abs=1e-12)
+    assert silent >= 8
+
+
+def test_the_two_stratum_corrections_are_exclusive_and_boolean() -> None:
+    with pytest.raises(ConfigError, match="choose one"):
+        CalibratorConfig(stratify=True, debias_flagged_strata=True)
+    with pytest.raises(ConfigError, match="debias_flagged_strata must be a bool"):
+        CalibratorConfig(debias_flagged_strata="yes")
 
 
 def test_stratified_debiasing_keeps_one_map_for_a_world_model_whose_error_is_not_by_family() -> None:

@@ -3,6 +3,7 @@
 import pytest
 
 from bench import stress
+from trainers.wmrl_config import WMRLConfig
 
 
 def key(variant: str) -> stress.RunKey:
@@ -36,3 +37,13 @@ def test_the_sweep_refuses_an_unknown_setting_in_a_joined_variant(capsys):
     with pytest.raises(SystemExit):
         stress.parse_args(["--corrections", "--sweep", "calibration_stratify=true+bogus=1"])
     assert "bogus=1" in capsys.readouterr().err
+
+
+def test_the_flagged_strata_candidate_is_a_switch_with_a_mode_of_its_own(capsys):
+    flagged = key("calibration_debias_flagged_strata=true")
+    assert flagged.overrides() == {"calibration_debias_flagged_strata": True}
+    assert stress.mode_label("wmrl", flagged.variant) == "wmrl-flagged-strata"
+    assert WMRLConfig.from_flat(**flagged.overrides()).calibration.debias_flagged_strata is True
+    with pytest.raises(SystemExit):
+        stress.parse_args(["--corrections", "--sweep", "calibration_debias_flagged_strata=yes"])
+    assert "'true' or 'false'" in capsys.readouterr().err

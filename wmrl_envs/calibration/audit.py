@@ -14,7 +14,8 @@ import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
 from wmrl_envs.calibration.config import CalibratorConfig
-from wmrl_envs.calibration.maps import cross_fit, mean, standard_error
+from wmrl_envs.calibration.maps import cross_fit, mean
+from wmrl_envs.calibration.strata import flagged_strata, stratum_residuals
 
 # Rank statistics (globally, or for one task) flag from this many pairs on. Raw scores are not
 # fitted, so every pair counts and none is held back. Chosen by a synthetic power check
@@ -108,11 +109,10 @@ def run_audit(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.nd
     if z > config.nonmonotone_z:
         reasons.append(f"a non-monotone fit beats the isotonic map out of fold by "
                        f"{z:.1f} standard errors (threshold {config.nonmonotone_z})")
-    bias, bias_z = _stratum_residuals(residual, strata, config.min_stratum_pairs)
-    for name, value in bias.items():
-        if abs(bias_z[name]) > config.stratum_z and abs(value) >= config.stratum_min_bias:
-            reasons.append(f"stratum {name!r}: the world model {'over' if value > 0 else 'under'}-scores it by "
-                           f"{abs(value):.3f} after calibration ({abs(bias_z[name]):.1f} standard errors)")
+    bias, bias_z = stratum_residuals(residual, strata, config.min_stratum_pairs)
+    for name, value in flagged_strata(bias, bias_z, config).items():
+        reasons.append(f"stratum {name!r}: the world model {'over' if value > 0 else 'under'}-scores it by "
+                       f"{abs(value):.3f} after calibration ({abs(bias_z[name]):.1f} standard errors)")
 
     return AuditReport(
         n_pairs=int(wm.size),
@@ -127,22 +127,6 @@ def run_audit(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.nd
         monotone_ok=not reasons,
         reasons=reasons,
     )
-
-def _stratum_residuals(residual: np.ndarray, strata: np.ndarray,
-                       min_pairs: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Mean residual and its z (mean / standard error) of each stratum with ``min_pairs`` pairs."""
-    bias: dict[str, float] = {}
-    z: dict[str, float] = {}
-    for name, count in Counter(s for s in strata if s is not None).items():
-        if count < min_pairs:
-            continue
-        values = residual[strata == name]
-        bias[name] = float(values.mean())
-        se = standard_error(values)
-        mean = float(values.mean())
-        z[name] = mean / se if se > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean))
-    return bias, z
-
 
 def _binned_means(wm_fit: np.ndarray, real_fit: np.ndarray, wm_eval: np.ndarray) -> np.ndarray:
     """Mean real score per quantile bin of the world-model score (about sqrt(n) bins)."""

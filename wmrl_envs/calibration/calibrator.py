@@ -96,7 +96,7 @@ class Calibrator:
             # cross-fit and the audit are recomputed lazily, only when read.
             recent = self._recent()
             self._maps = fit_maps(self._wm[recent], self._real[recent], self._tasks[recent], self.config,
-                                  self._strata[recent])
+                                  self._strata[recent], self._folds())
             self._oof = None
             self._audit = None
 
@@ -110,7 +110,8 @@ class Calibrator:
         result is the raw score clipped to range. Scores outside the anchors' range clip to
         the map's end values. With ``stratify``, a score's stratum (the kind of solution, as
         :meth:`add_pairs` labels pairs) with enough differing pairs blends its own map into the
-        global one first.
+        global one first. With ``debias_flagged_strata``, a score of a stratum the stratum check
+        flags is moved by minus that stratum's mean residual (:attr:`debiased_strata`).
 
         Raises:
             CalibrationDataError: On non-finite scores or mismatched lengths.
@@ -129,6 +130,14 @@ class Calibrator:
         map alone (no map yet, no task with enough pairs, or task maps predict no better)."""
         with self._lock:
             return self._maps.task_prior
+
+    @property
+    def debiased_strata(self) -> dict[str, float]:
+        """The strata ``debias_flagged_strata`` corrects now, each with the mean residual
+        (calibrated minus real, cross-fitted, before the correction) subtracted from its scores.
+        Empty when the option is off or no stratum is flagged."""
+        with self._lock:
+            return dict(self._maps.stratum_offsets)
 
     @property
     def eta2(self) -> float:
@@ -191,6 +200,8 @@ class Calibrator:
             }
             if report.stratum_z:  # only once a stratum has enough pairs to be checked
                 metrics["calibration/stratum_z_max"] = max(abs(z) for z in report.stratum_z.values())
+            if self.config.debias_flagged_strata:
+                metrics["calibration/strata_debiased"] = float(len(self._maps.stratum_offsets))
             return metrics
 
     def state_dict(self) -> dict[str, Any]:

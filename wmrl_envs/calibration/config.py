@@ -71,6 +71,17 @@ class CalibratorConfig:
             chosen out of fold as for tasks. An error that depends on the kind of solution
             (a world model that over-scores one family) is then corrected, not only flagged:
             no single monotone map can. Off: one global map (and per-task maps).
+        debias_flagged_strata: Debias only the strata the audit's stratum check flags. On
+            every refit the check runs on the cross-fitted residuals of the maps without
+            stratum corrections, with the audit's thresholds (``min_stratum_pairs``,
+            ``stratum_z``, ``stratum_min_bias``). Each flagged stratum's calibrated scores are
+            moved by minus its mean residual, an offset of one number. Every other stratum
+            keeps the global map, so a world model whose error does not depend on the kind
+            of solution is calibrated exactly as without it. The alarm's 3.5 standard errors
+            is the shrinkage: one stratum's noise neither moves its scores nor pays for maps
+            that other strata do not need (``stratify`` fits a map for every stratum). The
+            audit then reads the corrected residuals; :attr:`Calibrator.debiased_strata`
+            says what was corrected. Exclusive with ``stratify``.
     """
 
     score_range: tuple[float, float] = field(default=(0.0, 1.0), metadata={"help": "(lo, hi) of real scores"})
@@ -98,6 +109,8 @@ class CalibratorConfig:
         "help": "... and at least this far from 0 (a bias too small to matter is not flagged)"})
     stratify: bool = field(default=False, metadata={
         "help": "stratified debiasing: a map per solution family, pooled toward the global map out of fold"})
+    debias_flagged_strata: bool = field(default=False, metadata={
+        "help": "debias only the solution families the audit's stratum check flags, by their mean residual"})
 
     def __post_init__(self) -> None:
         # JSON turns the tuple into a list; store the canonical form.
@@ -138,7 +151,10 @@ class CalibratorConfig:
         _require(0.0 <= self.max_discordant_rate <= 1.0,
                  f"max_discordant_rate must be in [0, 1], got {self.max_discordant_rate}")
         _require(self.nonmonotone_z > 0, f"nonmonotone_z must be > 0, got {self.nonmonotone_z}")
-        _require(isinstance(self.centered, bool), f"centered must be a bool, got {self.centered!r}")
+        for name in ("centered", "stratify", "debias_flagged_strata"):
+            _require(isinstance(getattr(self, name), bool), f"{name} must be a bool, got {getattr(self, name)!r}")
+        _require(not (self.stratify and self.debias_flagged_strata),
+                 "stratify and debias_flagged_strata are two corrections of one error; choose one")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
 import numpy as np
@@ -16,6 +16,7 @@ from sklearn.isotonic import IsotonicRegression
 
 from wmrl_envs.calibration.config import CalibratorConfig
 from wmrl_envs.calibration.data import ArrayLike, TaskIds, as_scores, as_tasks
+from wmrl_envs.calibration.strata import flagged_strata, stratum_residuals
 
 # Candidates for task_prior_pairs=None, from full pooling (the global map alone) to none.
 # Listed in that order so that a tie keeps the more pooled, less variable, value.
@@ -28,13 +29,16 @@ class Maps:
     the same, else global plus per-task, blended with ``task_prior`` pseudo-pairs of the
     global map (``inf``: the global map alone, and no task maps are kept). With
     ``stratify``, per-stratum maps (a kind of solution) are blended into the global map first,
-    with ``stratum_prior`` pseudo-pairs, and a task's map is blended into that."""
+    with ``stratum_prior`` pseudo-pairs, and a task's map is blended into that. With
+    ``debias_flagged_strata``, the maps are fitted without the flagged strata's pairs, and
+    each flagged stratum's mean residual (``stratum_offsets``) is subtracted from its scores."""
 
     global_map: MonotoneMap | None
     task_maps: dict[str, MonotoneMap]
     task_prior: float
     stratum_maps: dict[str, MonotoneMap] = field(default_factory=dict)
     stratum_prior: float = math.inf
+    stratum_offsets: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -53,22 +57,57 @@ class CalibrationMap:
 
 
 def fit_maps(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
-             strata: np.ndarray | None = None) -> Maps:
+             strata: np.ndarray | None = None, folds: np.ndarray | None = None) -> Maps:
     """The production maps: which exist depends on the pair counts.
 
     Pairs whose real scores are all equal (every anchor failed, say) fit no map: it would be
     a constant that erases the world model's ranking, with no evidence against it. The global
     map then stays the identity and such a task uses the global map. Strata (``stratify``)
     are pooled like tasks, their prior chosen out of fold the same way; both priors are
-    chosen against the global map alone.
+    chosen against the global map alone. ``debias_flagged_strata``: see :func:`_flag_strata`
+    (``folds``: each pair's cross-fitting fold; default: its index modulo ``cv_folds``).
     """
     if wm.size < config.min_pairs_global or np.ptp(real) == 0:
         return Maps(None, {}, math.inf)
+    if config.debias_flagged_strata and strata is not None:
+        return _flag_strata(wm, real, tasks, strata, config,
+                            np.arange(wm.size) % config.cv_folds if folds is None else folds)
     task_prior, task_maps = _pooled_maps(wm, real, tasks, config, config.task_prior_pairs)
     stratum_prior, stratum_maps = math.inf, {}
     if config.stratify and strata is not None:
         stratum_prior, stratum_maps = _pooled_maps(wm, real, strata, config, None)
     return Maps(_isotonic(wm, real, config), task_maps, task_prior, stratum_maps, stratum_prior)
+
+
+def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.ndarray,
+                 config: CalibratorConfig, folds: np.ndarray) -> Maps:
+    """Maps that correct only the strata the stratum check flags.
+
+    The check reads the residuals of the global and task maps, cross-fitted over ``folds``.
+    The most flagged stratum is set aside: its pairs leave the maps, which they bend towards
+    their bias (a family the world model over-scores by 0.5 makes every other family look
+    under-scored near its scores). The maps are refitted on the rest, and the check runs again
+    until no stratum left in them is flagged. Each stratum set aside gets an offset, its mean
+    residual under the final maps, which :func:`apply_maps` subtracts.
+    """
+    offsets: dict[str, float] = {}
+    while True:
+        kept = np.array([stratum not in offsets for stratum in strata])
+        task_prior, task_maps = _pooled_maps(wm[kept], real[kept], tasks[kept], config, config.task_prior_pairs)
+        maps = Maps(_isotonic(wm[kept], real[kept], config), task_maps, task_prior)
+        residual = cross_fit(folds, lambda train, test: apply_maps(
+            fit_like(maps, wm[train & kept], real[train & kept], tasks[train & kept], config),
+            wm[test], tasks[test], config)) - real
+        bias, z = stratum_residuals(residual, strata, config.min_stratum_pairs)
+        offsets = {name: bias[name] for name in offsets}
+        flagged = {name: abs(z[name]) for name in flagged_strata(bias, z, config) if name not in offsets}
+        if not flagged:
+            return replace(maps, stratum_offsets=offsets)
+        worst = max(flagged, key=flagged.__getitem__)
+        rest = kept & (strata != worst)
+        if rest.sum() < config.min_pairs_global or np.ptp(real[rest]) == 0:
+            return replace(maps, stratum_offsets=offsets)  # too little would be left to map
+        offsets[worst] = bias[worst]
 
 
 def _pooled_maps(wm: np.ndarray, real: np.ndarray, keys: np.ndarray, config: CalibratorConfig,
@@ -144,7 +183,17 @@ def _pool_weight(n_pairs: np.ndarray | int, prior: float) -> np.ndarray | float:
 
 def fit_like(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
              strata: np.ndarray | None = None) -> Maps:
-    """The same maps as ``maps``, refitted on other pairs (a fold's training set)."""
+    """The same maps as ``maps``, refitted on other pairs (a fold's training set).
+
+    Strata set aside (``stratum_offsets``) stay aside: the maps are refitted without their
+    pairs, and each offset is refitted as the stratum's mean residual here."""
+    if maps.stratum_offsets and strata is not None:
+        aside = np.array([stratum in maps.stratum_offsets for stratum in strata])
+        refitted = fit_like(replace(maps, stratum_offsets={}), wm[~aside], real[~aside], tasks[~aside], config)
+        residual = apply_maps(refitted, wm[aside], tasks[aside], config) - real[aside]
+        offsets = {name: float(residual[rows].mean()) for name in maps.stratum_offsets
+                   if (rows := strata[aside] == name).any()}
+        return replace(refitted, stratum_offsets=offsets)
     stratum_maps = {} if strata is None else _fit_task_maps(maps.stratum_maps, wm, real, strata, config)
     return Maps(_isotonic(wm, real, config), _fit_task_maps(maps.task_maps, wm, real, tasks, config),
                 maps.task_prior, stratum_maps, maps.stratum_prior)
@@ -216,6 +265,10 @@ def apply_maps(maps: Maps, wm: np.ndarray, tasks: np.ndarray, config: Calibrator
             # map takes over as its pairs outnumber the prior's pseudo-pairs.
             weight = _pool_weight(task_map.n_pairs, maps.task_prior)
             out[rows] = weight * task_map.predict(wm[rows]) + (1 - weight) * out[rows]
+    for stratum, offset in (maps.stratum_offsets.items() if strata is not None else ()):
+        # Last, as measured: the offset is the stratum's mean residual under the maps above.
+        rows = strata == stratum
+        out[rows] = np.clip(out[rows] - offset, *config.score_range)
     return out
 
 
