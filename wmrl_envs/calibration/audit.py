@@ -128,6 +128,7 @@ def run_audit(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.nd
         reasons=reasons,
     )
 
+
 def _binned_means(wm_fit: np.ndarray, real_fit: np.ndarray, wm_eval: np.ndarray) -> np.ndarray:
     """Mean real score per quantile bin of the world-model score (about sqrt(n) bins)."""
     # sqrt(n) bins, not the n^(1/3) that suits a smooth curve: solution families put world-model
