@@ -35,8 +35,9 @@ clean surrogate and the (a) saturate 4, (c) family bias 0.5, (d) swap 0.3 and (f
 rows. A candidate is a sweep variant: ``fusion_rule=<rule>`` (mode ``wmrl-<rule>``; plain
 ``wmrl`` is the default rule), ``calibration_stratify=true`` (mode ``wmrl-stratified``: a
 calibration map per solution family), ``calibration_debias_flagged_strata=true`` (mode
-``wmrl-flagged-strata``: an offset for each family the audit's stratum check flags) or ``preset=paper`` (mode ``wmrl-paper-preset``: the reference
-release's corrections, :data:`trainers.wmrl_config.PRESETS`, inside the grid's batch shape).
+``wmrl-flagged-strata``: an offset for each family the audit's stratum check flags) or
+``preset=paper`` (mode ``wmrl-paper-preset``: the reference release's corrections,
+:data:`trainers.wmrl_config.PRESETS`, inside the grid's batch shape).
 Its per-run summaries (curve, final score, anchor pairs, w_A trace) are written to
 ``bench/results/stress_runs/corrections/`` so that a grid resumes on another machine and can
 be audited; the execution memo stays under ``runs/``.
@@ -332,8 +333,9 @@ def last_value(trace: list[float | None]) -> float | None:
 SPEEDUP_GOAL, SPEEDUP_ROWS, STRATUM_ROWS = 5.0, 4, ("family_bias", "swap")
 
 
-def acceptance(rows: list[dict], stratum_alarm: float) -> tuple[list[dict], str]:
-    """Issue 28's acceptance, row by row, read off the default ``wmrl``'s final scores.
+def acceptance(rows: list[dict], stratum_alarm: float, variant: str = "") -> tuple[list[dict], str]:
+    """Issue 28's acceptance, row by row, read off the final scores of ``wmrl`` with ``variant``
+    (default: the default ``wmrl``).
 
     Every comparison uses the seeds all three modes finished (a partial grid says how many). The
     SE of a difference of two means is ``sqrt(SE_a² + SE_b²)`` over those seeds; the paired SE
@@ -341,11 +343,12 @@ def acceptance(rows: list[dict], stratum_alarm: float) -> tuple[list[dict], str]
     speedup is the table's, read off the mean curves of every finished seed.
     """
     checks, lines = [], []
-    lines += [("| row | seeds | `wmrl` | − `real` (SE; paired SE) | − `world_model` (SE; paired SE) | speedup | "
+    lines += [(f"| row | seeds | `{mode_label('wmrl', variant)}` | − `real` (SE; paired SE) | "
+               "− `world_model` (SE; paired SE) | speedup | "
                "last stratum \\|z\\| (max over seeds) | holds |"), "|---|---|---|---|---|---|---|---|"]
     for corruption in dict.fromkeys(r["corruption"] for r in rows):
         pick = {r["mode"] + r["variant"]: r for r in rows if r["corruption"] == corruption and not r["adaptive"]}
-        wmrl, real, world = pick.get("wmrl"), pick.get("real"), pick.get("world_model")
+        wmrl, real, world = pick.get("wmrl" + variant), pick.get("real"), pick.get("world_model")
         if not (wmrl and real and world):
             continue
         seeds = sorted(set(wmrl["finals_by_seed"]) & set(real["finals_by_seed"]) & set(world["finals_by_seed"]))
@@ -455,7 +458,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                       help="the corrections grid on seeds 3-7: real, world_model, the default wmrl, wmrl-eta2 and "
                            "the paper preset (issue 28's confirmation)")
     parser.add_argument("--report", action="store_true",
-                        help="run nothing: summarise every finished run in --runs (after several partial grids)")
+                        help="run nothing: summarise every finished run of --seeds in --runs (after several partial grids)")
     parser.add_argument("--corruptions", nargs="+", help="kind[:strength] or none (preset)")
     parser.add_argument("--modes", nargs="+", choices=MODES, help="(preset)")
     parser.add_argument("--adaptive", nargs="+", choices=("off", "on"),
@@ -563,7 +566,8 @@ def main(argv: list[str] | None = None) -> None:
     base.predict(eval_tasks[:1], ["print(0)"])  # loads the encoder now, so no run is charged for it
     settings = {name: getattr(args, name) for name in RUN_SETTINGS}
     if args.report:
-        results = [r for r in finished_runs(args.runs, settings) if r["key"]["mode"] in args.modes]
+        results = [r for r in finished_runs(args.runs, settings)
+                   if r["key"]["mode"] in args.modes and r["key"]["seed"] in args.seeds]
         args.corruptions = list(dict.fromkeys((r["key"]["corruption"], r["key"]["strength"]) for r in results
                                               if r["key"]["corruption"] != "any"))
         args.advantages = list(dict.fromkeys(r["key"]["advantage"] for r in results))
@@ -575,9 +579,13 @@ def main(argv: list[str] | None = None) -> None:
             "real_runs": "shared by every corruption (real execution reads no world model)",
             "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
     md = "### WMRL when the world model is wrong (stress protocol)\n\n" + markdown(rows, meta)
-    if args.preset == "confirmation":
-        meta["acceptance"], table = acceptance(rows, WMRLConfig().calibration.stratum_z)
-        md += "\n**Acceptance (issue 28), the default `wmrl`:**\n\n" + table + "\n"
+    if args.preset == "confirmation":  # the default, then each candidate of the sweep
+        meta["acceptance"] = {}
+        for variant in ["", *args.sweep]:
+            meta["acceptance"][variant or "default"], table = acceptance(rows, WMRLConfig().calibration.stratum_z,
+                                                                         variant)
+            md += (f"\n**Acceptance (issue 28), `{mode_label('wmrl', variant)}`"
+                   f"{'' if variant else ' (the default)'}:**\n\n{table}\n")
     (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (args.out / f"{args.name}.md").write_text(md)
     plots = plot(rows, args.out, args.name)

@@ -47,3 +47,18 @@ def test_the_flagged_strata_candidate_is_a_switch_with_a_mode_of_its_own(capsys)
     with pytest.raises(SystemExit):
         stress.parse_args(["--corrections", "--sweep", "calibration_debias_flagged_strata=yes"])
     assert "'true' or 'false'" in capsys.readouterr().err
+
+
+def test_the_acceptance_judges_the_candidate_it_is_given():
+    def row(mode, variant, finals, z=None):
+        return {"corruption": "family_bias", "mode": mode, "variant": variant, "adaptive": False,
+                "finals_by_seed": dict(enumerate(finals)), "last_stratum_z_by_seed": [z] * len(finals),
+                "speedup_vs_real": None}
+    rows = [row("real", "", [0.60, 0.62, 0.64]), row("world_model", "", [0.30, 0.35, 0.40]),
+            row("wmrl", "", [0.61, 0.63, 0.62], z=9.0),
+            row("wmrl", "calibration_debias_flagged_strata=true", [0.60, 0.64, 0.63], z=1.0)]
+    default, _ = stress.acceptance(rows, 3.5)
+    candidate, table = stress.acceptance(rows, 3.5, "calibration_debias_flagged_strata=true")
+    assert not default[0]["holds_scores"] and candidate[0]["holds_scores"]  # the stratum alarm decides
+    assert candidate[0]["wmrl"] == pytest.approx((0.60 + 0.64 + 0.63) / 3)
+    assert "`wmrl-flagged-strata`" in table
