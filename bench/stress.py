@@ -84,7 +84,7 @@ from wmrl_envs.world_models.corrupted import (
 
 ROOT = Path(__file__).resolve().parents[1]
 # Today's default correction: a default ``wmrl`` run made under another one is relabelled (as_recorded).
-DEFAULT_RULE, DEFAULT_STRATIFY = WMRLConfig().fusion.rule, WMRLConfig().calibration.stratify
+DEFAULT_RULE = WMRLConfig().fusion.rule
 ENV_ID, SUITE = "wmrl/MLEDojo-v0", "mle"
 # Both presets: 8 steps of 8 groups x 4 on the fast train tasks, a learning rate ten times the
 # main job's (3e-3) so that 8 steps move the policy about as far as the main job's 24 (at 3e-3
@@ -120,6 +120,8 @@ SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "calibration_stra
              "calibration_debias_flagged_strata", "c_rule", "preset")
 #: The sweepable settings that are switches (``true`` or ``false``), and the mode each names when on.
 SWITCHES = {"calibration_stratify": "stratified", "calibration_debias_flagged_strata": "flagged-strata"}
+#: Each switch's default today (all calibration settings), read off the config like DEFAULT_RULE.
+DEFAULT_SWITCHES = {name: getattr(WMRLConfig().calibration, name.removeprefix("calibration_")) for name in SWITCHES}
 # Settings every run of one --runs folder must share: a resumed run with others is refused.
 RUN_SETTINGS = ("steps", "warmup_steps", "tasks_per_step", "group_size", "learning_rate", "eval_every", "eval_k",
                 "eval_tasks",
@@ -528,14 +530,15 @@ def as_recorded(result: dict[str, Any]) -> dict[str, Any]:
     """A ``wmrl`` run made when the default correction was another one, reported under the
     correction it ran with, so a table never puts two corrections under one name: a default run
     of the ``eta2`` days becomes ``wmrl-eta2``, a stratified one ``wmrl-stratified (eta2 rule)``.
-    Runs from before the stratify field was recorded ran unstratified (the default then)."""
+    A switch missing from a run's record was off: it ran before the switch existed."""
     key = result["key"]
     variant = key.get("variant", "")
     if key["mode"] != "wmrl" or variant.startswith(("fusion_rule=", "preset=")):
         return result  # a rule or a preset names its correction itself
-    rule, stratify = result.get("fusion_rule") or DEFAULT_RULE, result.get("calibration_stratify", False)
-    if not variant and stratify != DEFAULT_STRATIFY:
-        variant = f"calibration_stratify={str(stratify).lower()}"
+    rule = result.get("fusion_rule") or DEFAULT_RULE
+    if not variant:
+        variant = "+".join(f"{name}={str(result.get(name, False)).lower()}"
+                           for name, default in DEFAULT_SWITCHES.items() if result.get(name, False) != default)
     if rule != DEFAULT_RULE:
         variant = f"{variant}+fusion_rule={rule}" if variant else f"fusion_rule={rule}"
     return result if variant == key.get("variant", "") else {**result, "key": {**key, "variant": variant}}

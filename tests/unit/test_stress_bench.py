@@ -33,6 +33,14 @@ def test_a_run_of_a_former_default_is_reported_under_the_correction_it_ran_with(
     assert stress.as_recorded(joined) == joined
 
 
+def test_a_default_run_made_before_a_switch_became_default_keeps_its_own_name(monkeypatch):
+    monkeypatch.setitem(stress.DEFAULT_SWITCHES, "calibration_debias_flagged_strata", True)
+    unrecorded = {"key": {"mode": "wmrl", "variant": ""}, "fusion_rule": stress.DEFAULT_RULE}
+    assert stress.as_recorded(unrecorded)["key"]["variant"] == "calibration_debias_flagged_strata=false"
+    recorded_on = {**unrecorded, "calibration_debias_flagged_strata": True}
+    assert stress.as_recorded(recorded_on) == recorded_on
+
+
 def test_the_sweep_refuses_an_unknown_setting_in_a_joined_variant(capsys):
     with pytest.raises(SystemExit):
         stress.parse_args(["--corrections", "--sweep", "calibration_stratify=true+bogus=1"])
