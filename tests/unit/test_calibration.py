@@ -19,6 +19,7 @@ import pytest
 
 from wmrl_envs.calibration import AuditReport, Calibrator, CalibratorConfig
 from wmrl_envs.calibration.audit import discordant_rate
+from wmrl_envs.calibration.strata import repeat_groups, stratum_residuals
 from wmrl_envs.errors import CalibrationDataError, ConfigError
 
 SIGMA = 0.04
@@ -599,6 +600,44 @@ def test_stratum_needs_min_pairs_and_min_bias() -> None:
     lenient = Calibrator(CalibratorConfig(stratum_min_bias=0.5))
     lenient.add_pairs(wm, real, strata=strata)
     assert lenient.audit().stratum_z["knn"] > 3.5 and not any("stratum" in r for r in lenient.audit().reasons)
+
+
+def test_copies_of_a_pair_are_one_piece_of_evidence_for_the_stratum_check() -> None:
+    wm, real, strata = stratified_pairs(40, bias=0.3, seed=0)
+    tasks = np.array(["t"] * wm.size, dtype=object)
+    plain_bias, plain_z = stratum_residuals(wm - real, np.array(strata, dtype=object),
+                                            repeat_groups(wm, real, tasks), min_pairs=8)
+    assert plain_z["knn"] == pytest.approx(plain_bias["knn"] / ((wm - real)[:: 4].std(ddof=1) / math.sqrt(10)))
+    # Every pair sampled five times: the same mean, the same standard error, so the same z.
+    copies = np.repeat(np.arange(wm.size), 5)
+    bias, z = stratum_residuals((wm - real)[copies], np.array(strata, dtype=object)[copies],
+                                repeat_groups(wm[copies], real[copies], tasks[copies]), min_pairs=8)
+    assert bias == pytest.approx(plain_bias) and z == pytest.approx(plain_z)
+    # Thirty copies of one script are one pair, short of the eight a stratum needs.
+    one_script = np.zeros(30, dtype=int)
+    assert stratum_residuals((wm - real)[one_script], np.array(strata, dtype=object)[one_script],
+                             repeat_groups(wm[one_script], real[one_script], tasks[one_script]), 8) == ({}, {})
+
+
+def test_a_policy_that_repeats_scripts_does_not_sound_the_stratum_alarm_on_a_sound_world_model() -> None:
+    """Scripts sampled again and again, a few of them many times, as a training policy does. The
+    same draws with each copy given a task of its own (so no two pairs repeat one another, the
+    old statistic) flag an unbiased family in several of them."""
+    flagged = independent = 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        real = rng.uniform(0.1, 0.9, 48)
+        wm = np.clip(real + rng.normal(0, 0.25, real.size), 0, 1)
+        strata = np.array([("knn", "linear", "tree", "mlp")[i % 4] for i in range(real.size)])
+        copies = np.repeat(np.arange(real.size), np.minimum(1 + rng.pareto(1.0, real.size).astype(int), 30))
+        alarms = []
+        for tasks in (None, [f"copy {i}" for i in range(copies.size)]):
+            calibrator = Calibrator()
+            calibrator.add_pairs(wm[copies], real[copies], tasks, strata[copies].tolist())
+            alarms.append(any("stratum" in reason for reason in calibrator.audit().reasons))
+        flagged += alarms[0]
+        independent += alarms[1]
+    assert flagged <= 1 and independent >= 4
 
 
 def test_strata_survive_a_state_round_trip_and_an_old_state_has_none() -> None:

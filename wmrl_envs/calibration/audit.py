@@ -15,7 +15,7 @@ from scipy.stats import kendalltau, spearmanr
 
 from wmrl_envs.calibration.config import CalibratorConfig
 from wmrl_envs.calibration.maps import cross_fit, mean
-from wmrl_envs.calibration.strata import flagged_strata, stratum_residuals
+from wmrl_envs.calibration.strata import flagged_strata, repeat_groups, stratum_residuals
 
 # Rank statistics (globally, or for one task) flag from this many pairs on. Raw scores are not
 # fitted, so every pair counts and none is held back. Chosen by a synthetic power check
@@ -109,7 +109,7 @@ def run_audit(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.nd
     if z > config.nonmonotone_z:
         reasons.append(f"a non-monotone fit beats the isotonic map out of fold by "
                        f"{z:.1f} standard errors (threshold {config.nonmonotone_z})")
-    bias, bias_z = stratum_residuals(residual, strata, config.min_stratum_pairs)
+    bias, bias_z = stratum_residuals(residual, strata, repeat_groups(wm, real, tasks), config.min_stratum_pairs)
     for name, value in flagged_strata(bias, bias_z, config).items():
         reasons.append(f"stratum {name!r}: the world model {'over' if value > 0 else 'under'}-scores it by "
                        f"{abs(value):.3f} after calibration ({abs(bias_z[name]):.1f} standard errors)")

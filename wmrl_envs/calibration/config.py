@@ -52,9 +52,10 @@ class CalibratorConfig:
         nonmonotone_z: The audit flags when a non-monotone challenger beats the calibrated
             scores, cross-fitted, by more than this many standard errors.
         min_stratum_pairs, stratum_z, stratum_min_bias: The stratum check of the audit. A
-            stratum (a solution family) with at least ``min_stratum_pairs`` pairs is flagged
-            when the mean of its cross-fitted calibrated residuals (calibrated minus real) is
-            both ``stratum_z`` standard errors and ``stratum_min_bias`` away from 0: the world
+            stratum (a solution family) with at least ``min_stratum_pairs`` distinct pairs is
+            flagged when the mean of its cross-fitted calibrated residuals (calibrated minus
+            real) is both ``stratum_z`` standard errors and ``stratum_min_bias`` away from 0,
+            the standard error clustered over repeats of one pair (``strata.py``): the world
             model systematically over- or under-scores that kind of solution, which a policy
             can exploit and no monotone map corrects. 3.5 standard errors keeps the chance of
             a false flag among about 10 strata near 0.5% per audit; ``bench/corruption_calibration.py``
@@ -102,7 +103,7 @@ class CalibratorConfig:
     centered: bool = field(default=True, metadata={
         "help": "interpolate through isotonic block centroids (strictly increasing map)"})
     min_stratum_pairs: int = field(default=8, metadata={
-        "help": "pairs a stratum (solution family) needs before the audit checks its residuals"})
+        "help": "distinct pairs a stratum (solution family) needs before the audit checks its residuals"})
     stratum_z: float = field(default=3.5, metadata={
         "help": "the audit flags a stratum whose mean calibrated residual is this many standard errors from 0"})
     stratum_min_bias: float = field(default=0.1, metadata={

@@ -16,7 +16,7 @@ from sklearn.isotonic import IsotonicRegression
 
 from wmrl_envs.calibration.config import CalibratorConfig
 from wmrl_envs.calibration.data import ArrayLike, TaskIds, as_scores, as_tasks
-from wmrl_envs.calibration.strata import flagged_strata, stratum_residuals
+from wmrl_envs.calibration.strata import flagged_strata, repeat_groups, stratum_residuals
 
 # Candidates for task_prior_pairs=None, from full pooling (the global map alone) to none.
 # Listed in that order so that a tie keeps the more pooled, less variable, value.
@@ -91,6 +91,7 @@ def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np
     residual under the final maps, which :func:`apply_maps` subtracts.
     """
     offsets: dict[str, float] = {}
+    repeats = repeat_groups(wm, real, tasks)
     while True:
         kept = np.array([stratum not in offsets for stratum in strata])
         task_prior, task_maps = _pooled_maps(wm[kept], real[kept], tasks[kept], config, config.task_prior_pairs)
@@ -98,7 +99,7 @@ def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np
         residual = cross_fit(folds, lambda train, test: apply_maps(
             fit_like(maps, wm[train & kept], real[train & kept], tasks[train & kept], config),
             wm[test], tasks[test], config)) - real
-        bias, z = stratum_residuals(residual, strata, config.min_stratum_pairs)
+        bias, z = stratum_residuals(residual, strata, repeats, config.min_stratum_pairs)
         offsets = {name: bias[name] for name in offsets}
         flagged = {name: abs(z[name]) for name in flagged_strata(bias, z, config) if name not in offsets}
         if not flagged:

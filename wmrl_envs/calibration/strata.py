@@ -2,29 +2,51 @@
 
 One home for the statistic and its alarm: the audit reports it (:mod:`.audit`), and
 ``debias_flagged_strata`` corrects the strata it flags (:mod:`.maps`).
+
+A policy samples the same script again and again, and each copy adds an anchor pair with the
+same task, world-model score and real score. The copies are one piece of evidence about the
+world model, not many: the check counts a stratum's distinct pairs, and its standard error is
+clustered over them. Counting copies as independent pairs shrinks the standard error by up to
+the square root of the copies, and the alarm then sounds on an unbiased world model.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import numpy as np
 
 from wmrl_envs.calibration.config import CalibratorConfig
 
 
-def stratum_residuals(residual: np.ndarray, strata: np.ndarray,
+def repeat_groups(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray) -> np.ndarray:
+    """One label per pair, shared by the pairs that repeat one another: the same task,
+    world-model score and real score (in practice, the same script sampled again)."""
+    index: dict[tuple, int] = {}
+    return np.array([index.setdefault(key, len(index)) for key in zip(tasks.tolist(), wm.tolist(), real.tolist())],
+                    dtype=np.int64)
+
+
+def stratum_residuals(residual: np.ndarray, strata: np.ndarray, repeats: np.ndarray,
                       min_pairs: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Mean residual and its z (mean / standard error) of each stratum with ``min_pairs`` pairs."""
+    """Mean residual and its z of each stratum with ``min_pairs`` distinct pairs.
+
+    The mean is over every pair, as the rewards see them. Its standard error is clustered
+    over the groups of :func:`repeat_groups` (CR1): without repeats it is the plain
+    standard error of the mean."""
     bias: dict[str, float] = {}
     z: dict[str, float] = {}
-    for name, count in Counter(s for s in strata if s is not None).items():
-        if count < min_pairs:
+    for name in dict.fromkeys(s for s in strata if s is not None):
+        members = strata == name
+        _, group = np.unique(repeats[members], return_inverse=True)
+        n_groups = int(group.max()) + 1
+        if n_groups < min_pairs:
             continue
-        values = residual[strata == name]
+        values = residual[members]
         mean = float(values.mean())
-        se = float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else 0.0
+        per_group = np.bincount(group, weights=values - mean)
+        se = (math.sqrt(n_groups / (n_groups - 1) * float(per_group @ per_group)) / values.size
+              if n_groups > 1 else 0.0)
         bias[name] = mean
         z[name] = mean / se if se > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean))
     return bias, z
