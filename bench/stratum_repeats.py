@@ -11,7 +11,7 @@ and its corruptions, for three kinds of draw of 112 anchor pairs from held-out c
 * ``repeated``: ``--distinct`` different rows, then 112 pairs drawn from them with heavy-tailed
   weights (a few scripts many times), checked as shipped;
 * ``repeated, copies counted``: the same draws, each copy made its own pair by a world-model
-  score moved inward by at most 1e-9 (the maps do not notice; the check then counts every copy, as it
+  score moved inward by less than 1e-6 (the maps do not notice; the check then counts every copy, as it
   did before it clustered them).
 
 A flag on ``none``, ``noise`` or ``saturate`` is a false alarm (their error does not depend on
@@ -71,7 +71,7 @@ def one_kind(kind: str, rows, base, draws: int, distinct: int, tail: float) -> d
         copy_index = np.array([np.sum(repeated[:i] == row) for i, row in enumerate(repeated)])
         for name, idx, wm in (("distinct", fresh, pred[fresh]),
                               ("repeated", repeated, pred[repeated]),
-                              ("repeated, copies counted", repeated, pred[repeated] + np.where(pred[repeated] > 0.5, -1e-9, 1e-9) * copy_index / PAIRS)):
+                              ("repeated, copies counted", repeated, pred[repeated] + np.where(pred[repeated] > 0.5, -1e-6, 1e-6) * copy_index / PAIRS)):
             alarms[name].append(stratum_alarm(wm, rows.real[idx], rows.task_ids[idx], rows.strata[idx]))
     row = {"corruption": kind, "strength": strength, "draws": draws,
            "flag_rate": {name: float(np.mean(values)) for name, values in alarms.items()},

@@ -19,12 +19,18 @@ import numpy as np
 from wmrl_envs.calibration.config import CalibratorConfig
 
 
+#: Decimals to which two pairs' scores must agree to repeat one another. A world model scores one
+#: script a few units in the last place apart in different batches (its arithmetic depends on
+#: the batch), so exact equality would miss the copies.
+REPEAT_DECIMALS = 9
+
+
 def repeat_groups(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray) -> np.ndarray:
-    """One label per pair, shared by the pairs that repeat one another: the same task,
-    world-model score and real score (in practice, the same script sampled again)."""
+    """One label per pair, shared by the pairs that repeat one another: the same task, and the
+    same world-model and real scores to ``REPEAT_DECIMALS`` (in practice, one script sampled again)."""
     index: dict[tuple, int] = {}
-    return np.array([index.setdefault(key, len(index)) for key in zip(tasks.tolist(), wm.tolist(), real.tolist())],
-                    dtype=np.int64)
+    keys = zip(tasks.tolist(), np.round(wm, REPEAT_DECIMALS).tolist(), np.round(real, REPEAT_DECIMALS).tolist())
+    return np.array([index.setdefault(key, len(index)) for key in keys], dtype=np.int64)
 
 
 def stratum_residuals(residual: np.ndarray, strata: np.ndarray, repeats: np.ndarray,
