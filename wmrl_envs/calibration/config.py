@@ -55,7 +55,8 @@ class CalibratorConfig:
             stratum (a solution family) with at least ``min_stratum_pairs`` distinct pairs is
             flagged when the mean of its cross-fitted calibrated residuals (calibrated minus
             real) is both ``stratum_z`` standard errors and ``stratum_min_bias`` away from 0,
-            the standard error clustered over repeats of one pair (``strata.py``): the world
+            the standard error clustered over repeats of one pair and the mean over it moved
+            from a Student t to the normal scale (``strata.py``): the world
             model systematically over- or under-scores that kind of solution, which a policy
             can exploit and no monotone map corrects. 3.5 standard errors keeps the chance of
             a false flag among about 10 strata near 0.5% per audit; ``bench/corruption_calibration.py``

@@ -3,6 +3,11 @@
 One home for the statistic and its alarm: the audit reports it (:mod:`.audit`), and
 ``debias_flagged_strata`` corrects the strata it flags (:mod:`.maps`).
 
+A stratum is checked from 8 distinct pairs on, where a mean over its standard error follows a
+Student t with few degrees of freedom, not a normal: at 10 pairs, |t| > 3.5 happens 14 times as
+often as |z| > 3.5. The check reports each stratum's t on the normal scale (the z with the same
+tail probability), so ``stratum_z`` is one false-alarm rate whatever a stratum's size.
+
 A policy samples the same script again and again, and each copy adds an anchor pair with the
 same task, world-model score and real score. The copies are one piece of evidence about the
 world model, not many: the check counts a stratum's distinct pairs, and its standard error is
@@ -15,6 +20,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.stats import norm, t as student_t
 
 from wmrl_envs.calibration.config import CalibratorConfig
 
@@ -39,7 +45,8 @@ def stratum_residuals(residual: np.ndarray, strata: np.ndarray, repeats: np.ndar
 
     The mean is over every pair, as the rewards see them. Its standard error is clustered
     over the groups of :func:`repeat_groups` (CR1): without repeats it is the plain
-    standard error of the mean."""
+    standard error of the mean. The z is the t statistic mean / SE moved to the normal scale
+    through its tail probability under G - 1 degrees of freedom, for G distinct pairs."""
     bias: dict[str, float] = {}
     z: dict[str, float] = {}
     for name in dict.fromkeys(s for s in strata if s is not None):
@@ -54,8 +61,15 @@ def stratum_residuals(residual: np.ndarray, strata: np.ndarray, repeats: np.ndar
         se = (math.sqrt(n_groups / (n_groups - 1) * float(per_group @ per_group)) / values.size
               if n_groups > 1 else 0.0)
         bias[name] = mean
-        z[name] = mean / se if se > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean))
+        z[name] = _normal_scale(mean / se, n_groups - 1) if se > 0 else (
+            0.0 if mean == 0 else math.copysign(math.inf, mean))
     return bias, z
+
+
+def _normal_scale(t_value: float, dof: int) -> float:
+    """The z with the tail probability of ``t_value`` under ``dof`` degrees of freedom."""
+    z = float(norm.isf(student_t.sf(abs(t_value), dof)))
+    return math.copysign(z if math.isfinite(z) else abs(t_value), t_value)  # beyond float tails: |t| bounds it
 
 
 def flagged_strata(bias: dict[str, float], z: dict[str, float], config: CalibratorConfig) -> dict[str, float]:
