@@ -11,8 +11,8 @@ and its corruptions, for three kinds of draw of 112 anchor pairs from held-out c
 * ``repeated``: ``--distinct`` different rows, then 112 pairs drawn from them with heavy-tailed
   weights (a few scripts many times), checked as shipped;
 * ``repeated, copies counted``: the same draws, each copy made its own pair by a world-model
-  score moved inward by less than 1e-6 (the maps do not notice; the check then counts every copy, as it
-  did before it clustered them).
+  score moved inward by less than 1e-6 (the maps do not notice, and the check, which finds
+  copies to 9 decimals, then counts every copy as an independent pair).
 
 A flag on ``none``, ``noise`` or ``saturate`` is a false alarm (their error does not depend on
 the family); on ``family_bias`` and ``swap`` it is the check's power.
