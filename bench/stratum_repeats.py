@@ -19,21 +19,17 @@ the family); on ``family_bias`` and ``swap`` it is the check's power.
 
     python -m bench.stratum_repeats          # about 10 min on 2 cores
 
-Writes ``bench/results/stratum_repeats.{json,md}``.
+Writes ``bench/results/<--name>.{json,md}`` (default ``stratum_repeats``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
 
 import numpy as np
 
-from bench.common import RESULTS, rerun_command
+from bench.common import write_result
 from bench.corruption_calibration import load_rows, predictions, trainer_calibrator
-from wmrl_envs.provenance import provenance
 from wmrl_envs.world_models import make_world_model
 from wmrl_envs.world_models.corrupted import CorruptedWorldModel, Corruption
 
@@ -94,7 +90,6 @@ def markdown(result: dict) -> str:
         lines.append(f"| {r['corruption']} {r['strength']:g} | "
                      + " | ".join(f"{r['flag_rate'][name]:.2f}" for name in DRAWS)
                      + f" | {r['distinct_pairs_mean']:.1f} | {r['most_copies_mean']:.1f} |")
-    lines += ["", f"Rerun: `{meta['command']}` (commit {meta.get('commit', '?')})."]
     return "\n".join(lines) + "\n"
 
 
@@ -104,19 +99,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--distinct", type=int, default=70, help="rows a repeated draw holds")
     parser.add_argument("--tail", type=float, default=1.5, help="Pareto shape of the copies' weights")
     parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS))
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--name", default="stratum_repeats", help="result file stem under bench/results/")
     args = parser.parse_args(argv)
     rows = load_rows("mle")
     base = make_world_model("surrogate")
-    result = {"meta": {**provenance(), "rows": f"MLE-Dojo held-out corpus rows: {rows.real.size}",
-                       "draws": args.draws, "distinct": args.distinct, "tail": args.tail,
-                       "command": rerun_command(__spec__.name, sys.argv[1:] if argv is None else argv)},
+    result = {"meta": {"rows": f"MLE-Dojo held-out corpus rows: {rows.real.size}",
+                       "draws": args.draws, "distinct": args.distinct, "tail": args.tail},
               "rows": [one_kind(kind, rows, base, args.draws, args.distinct, args.tail) for kind in args.kinds]}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "stratum_repeats.json").write_text(json.dumps(result, indent=1, default=str))
-    md = markdown(result)
-    (args.out / "stratum_repeats.md").write_text(md)
-    print(md)
+    print(write_result(args.name, __spec__.name, result, markdown(result)).read_text())
 
 
 if __name__ == "__main__":

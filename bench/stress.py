@@ -253,19 +253,14 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
             "strata_debiased": [h.get("calibration/strata_debiased") for h in history],
             "stratum_z_max": [h.get("calibration/stratum_z_max") for h in history],
             "monotone_ok": [h.get("calibration/monotone_ok") for h in history],
-            "anchor_pairs": _anchor_pairs(core),
+            "pairs_per_step": [h.get("calibration/n_pairs") for h in history],
+            "calibrator_state": core.calibrator.state_dict(),
             "eta2": [h.get("calibration/eta2") for h in history],
             "executions_run": core.scorer.ran, "executions_reused": core.scorer.reused}
 
 
 #: Settings a preset variant leaves to the grid: every mode of a row trains on the same batches.
 GRID_SHAPE = ("tasks_per_step", "group_size", "warmup_steps")
-
-
-def _anchor_pairs(core) -> list[list[float]]:
-    """The run's anchor pairs, (world-model score, real score), in the order they came."""
-    state = core.calibrator.state_dict()
-    return [[round(float(w), 6), round(float(r), 6)] for w, r in zip(state["wm_scores"], state["real_scores"])]
 
 
 def run_keys(args: argparse.Namespace) -> list[RunKey]:
