@@ -37,7 +37,11 @@ rows. A candidate is a sweep variant: ``fusion_rule=<rule>`` (mode ``wmrl-<rule>
 calibration map per solution family), ``calibration_debias_flagged_strata=true`` (mode
 ``wmrl-flagged-strata``: an offset for each family the audit's stratum check flags) or
 ``preset=paper`` (mode ``wmrl-paper-preset``: the reference release's corrections,
-:data:`trainers.wmrl_config.PRESETS`, inside the grid's batch shape).
+:data:`trainers.wmrl_config.PRESETS`, inside the grid's batch shape). Diagnostic variants:
+``calibration_extend_ends=true`` (mode ``wmrl-extended-ends``: the calibration map keeps rising
+past its end blocks), ``fusion_anchor_real_share=<0..1>`` (an anchor's reward blends in its
+calibrated world-model score) and ``calibration_task_prior_pairs=<n>`` (a fixed pooling of the
+per-task maps, ``1e6`` the global map alone).
 Its per-run summaries (curve, final score, anchor pairs, w_A trace) are written to
 ``bench/results/stress_runs/corrections/`` so that a grid resumes on another machine and can
 be audited; the execution memo stays under ``runs/``.
@@ -116,10 +120,12 @@ PRESETS["confirmation"] = {**PRESETS["corrections"], "seeds": [3, 4, 5, 6, 7],
 #: (``measured``: the trainer's warmup measurement, the default; ``inverse_eta2``: c = 1/η̂² at
 #: the first residual), or ``preset`` (a :data:`trainers.wmrl_config.PRESETS` entry, keeping the
 #: grid's batch shape and warmup so that every mode of a row trains on the same batches).
-SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "calibration_stratify",
-             "calibration_debias_flagged_strata", "c_rule", "preset")
+SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "fusion_anchor_real_share", "calibration_stratify",
+             "calibration_debias_flagged_strata", "calibration_extend_ends", "calibration_task_prior_pairs",
+             "calibration_global_form", "c_rule", "preset")
 #: The sweepable settings that are switches (``true`` or ``false``), and the mode each names when on.
-SWITCHES = {"calibration_stratify": "stratified", "calibration_debias_flagged_strata": "flagged-strata"}
+SWITCHES = {"calibration_stratify": "stratified", "calibration_debias_flagged_strata": "flagged-strata",
+            "calibration_extend_ends": "extended-ends"}
 #: Each switch's default today (all calibration settings), read off the config like DEFAULT_RULE.
 DEFAULT_SWITCHES = {name: getattr(WMRLConfig().calibration, name.removeprefix("calibration_")) for name in SWITCHES}
 # Settings every run of one --runs folder must share: a resumed run with others is refused.
@@ -167,7 +173,7 @@ def setting_overrides(setting: str) -> dict[str, Any]:
         return {k: v for k, v in CONFIG_PRESETS[value].items() if k not in GRID_SHAPE}
     if name in SWITCHES:
         return {name: value == "true"}
-    return {name: value if name == "fusion_rule" else float(value)}
+    return {name: value if name in ("fusion_rule", "calibration_global_form") else float(value)}
 
 
 def mode_label(mode: str, variant: str) -> str:
@@ -250,6 +256,10 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
             "fusion_c": trainer.c, "w_anchor": [h.get("fusion/w_anchor") for h in history],
             "fusion_rule": config.fusion.rule, "calibration_stratify": config.calibration.stratify,
             "calibration_debias_flagged_strata": config.calibration.debias_flagged_strata,
+            "calibration_extend_ends": config.calibration.extend_ends,
+            "calibration_global_form": config.calibration.global_form,
+            "global_affine": [h.get("calibration/global_affine") for h in history],
+            "fusion_anchor_real_share": config.fusion.anchor_real_share,
             "strata_debiased": [h.get("calibration/strata_debiased") for h in history],
             "stratum_z_max": [h.get("calibration/stratum_z_max") for h in history],
             "monotone_ok": [h.get("calibration/monotone_ok") for h in history],

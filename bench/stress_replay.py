@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
-from wmrl_envs.calibration.strata import repeat_groups
 
 #: Largest difference allowed between a replayed step's largest |z| and the logged one. The
 #: replay adds the same pairs in the same order, so the two agree to the last bits; the slack is
@@ -87,7 +86,6 @@ def replay(record: dict[str, Any]) -> list[StepReading]:
     if counts != sorted(counts) or (counts and counts[-1] != wm.size):
         raise ReplayError(f"pairs_per_step {counts} does not end at the state's {wm.size} pairs in order")
     calibrator = Calibrator(CalibratorConfig.from_dict(state["config"]))
-    repeats = repeat_groups(wm, real, tasks)
     logged = record.get("stratum_z_max") or [None] * len(counts)
     readings, done = [], 0
     for step, upto in enumerate(counts):
@@ -96,19 +94,14 @@ def replay(record: dict[str, Any]) -> list[StepReading]:
             done = upto
         report = calibrator.audit()
         aside = calibrator.debiased_strata
-        window = slice(done - report.n_pairs, done)  # the audit reads the most recent pair_window pairs
         readings.append(StepReading(
             step=step + 1, pairs=done,
-            strata=[StratumReading(name, _distinct(repeats[window], strata[window], name), report.stratum_bias[name],
+            strata=[StratumReading(name, report.stratum_distinct_pairs[name], report.stratum_bias[name],
                                    z, aside.get(name))
                     for name, z in report.stratum_z.items()],
             z_max=max((abs(z) for z in report.stratum_z.values()), default=None),
             logged_z_max=logged[step]))
     return readings
-
-
-def _distinct(repeats: np.ndarray, strata: np.ndarray, name: str) -> int:
-    return int(np.unique(repeats[strata == name]).size)
 
 
 def render(name: str, readings: list[StepReading], min_abs_z: float) -> str:

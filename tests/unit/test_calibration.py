@@ -118,6 +118,60 @@ def test_centered_map_passes_through_the_block_means() -> None:
     np.testing.assert_allclose(centered.calibrate(centres), expected, atol=1e-12)
 
 
+def test_extended_ends_keep_the_order_past_the_end_centres() -> None:
+    """A held end value ties every score past the last block centre: the best solutions of a
+    group lose their ranking. Extended ends rise there at the map's mean slope."""
+    rng = np.random.default_rng(11)
+    wm, real = draw(rng, 120)
+    held = Calibrator(CalibratorConfig())
+    extended = Calibrator(CalibratorConfig(extend_ends=True))
+    for calibrator in (held, extended):
+        calibrator.add_pairs(wm, real)
+    step_levels = Calibrator(CalibratorConfig(centered=False))
+    step_levels.add_pairs(wm, real)
+    levels = step_levels.calibrate(wm)
+    centres = _block_centres(wm, levels)
+    top = np.linspace(centres[-1], wm.max() + 0.05, 50)[1:]
+    assert np.all(np.diff(held.calibrate(top)) == 0)  # tied past the last centre
+    assert np.all(np.diff(extended.calibrate(top)) > 0)
+    bottom = np.linspace(wm.min() - 0.05, centres[0], 50)[:-1]
+    assert np.all(np.diff(extended.calibrate(bottom)) > 0)
+    # Between the centres, the two maps agree (through every block mean).
+    inside = np.linspace(centres[0], centres[-1], 200)
+    np.testing.assert_allclose(extended.calibrate(inside), held.calibrate(inside), atol=1e-12)
+    grid = np.linspace(-2.0, 3.0, 1001)
+    out = extended.calibrate(grid)
+    assert np.all(np.diff(out) >= 0) and out.min() == 0.0 and out.max() == 1.0  # clipped to range
+    with pytest.raises(ConfigError, match="extend_ends"):
+        CalibratorConfig(centered=False, extend_ends=True)
+
+
+def test_an_affine_global_map_is_the_least_squares_line_and_leaves_group_advantages_alone() -> None:
+    rng = np.random.default_rng(5)
+    wm, real = draw(rng, 200, phi=lambda s: 0.5 * s + 0.2)
+    affine = Calibrator(CalibratorConfig(global_form="affine"))
+    affine.add_pairs(wm, real)
+    slope, intercept = np.polyfit(wm, real, 1)
+    group = np.array([0.3, 0.32, 0.4, 0.45])
+    np.testing.assert_allclose(affine.calibrate(group), slope * group + intercept, atol=1e-9)
+    standardised = [(x - x.mean()) / x.std() for x in (group, affine.calibrate(group))]
+    np.testing.assert_allclose(*standardised, atol=1e-9)  # a line reaches no std-normalised advantage
+    assert affine.calibrate([-5.0, 5.0]).tolist() == [0.0, 1.0]  # clipped to the score range
+    flat = Calibrator(CalibratorConfig(global_form="affine"))
+    flat.add_pairs(wm, 1.0 - real)  # a world model that orders backwards: the line's slope stops at 0
+    assert np.ptp(flat.calibrate(group)) == 0.0
+
+
+@pytest.mark.parametrize(("phi", "form"), [(lambda s: 0.5 * s + 0.2, "affine"),
+                                           (lambda s: np.where(s < 0.5, 0.1, 0.9) + 0.01 * s, "isotonic")])
+def test_the_chosen_global_form_is_the_line_unless_a_curve_predicts_better_out_of_fold(phi, form: str) -> None:
+    calibrator = fitted(150, seed=2, phi=phi, global_form="chosen")
+    assert calibrator.current_map().maps.global_form == form
+    assert calibrator.metrics()["calibration/global_affine"] == float(form == "affine")
+    with pytest.raises(ConfigError, match="global_form"):
+        CalibratorConfig(global_form="spline")
+
+
 def test_eta2_approaches_sigma2_and_is_not_optimistic() -> None:
     assert fitted(3000).eta2 == pytest.approx(SIGMA**2, rel=0.15)
     # With 100 pairs, in-sample isotonic residuals are optimistic; cross-fitted ones track

@@ -9,7 +9,7 @@ import numpy as np
 
 from trainers.fusion import estimate_c, fused_mean, per_sample_grad_variance
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.scoring.fusion import FusionConfig, anchor_weight, sample_weights
+from wmrl_envs.scoring.fusion import FusionConfig, anchor_reward, anchor_weight, sample_weights
 
 torch.set_num_threads(1)
 
@@ -309,3 +309,43 @@ def test_the_core_applies_the_configured_rule() -> None:
     assert paper.state_dict()["disagreement"]["groups"] == 3
     with pytest.raises(ConfigError, match="rule must be one of"):
         FusionConfig(rule="inverse")
+
+
+def test_anchor_reward_blends_real_with_the_calibrated_score() -> None:
+    assert anchor_reward(0.8, 0.4, 1.0) == 0.8  # the paper's: the real score alone
+    assert anchor_reward(0.8, 0.4, 0.0) == 0.4  # anchors as calibration data only
+    assert anchor_reward(0.8, 0.4, 0.25) == pytest.approx(0.25 * 0.8 + 0.75 * 0.4)
+    assert anchor_reward(0.8, None, 0.0) == 0.8  # no world-model score: the real one stands
+    for bad in (-0.1, 1.5, math.nan, True, "0.5"):
+        with pytest.raises(ConfigError, match="anchor_real_share"):
+            FusionConfig(anchor_real_share=bad)
+
+
+@pytest.mark.parametrize("debias", [True, False])
+def test_the_core_blends_each_anchor_with_its_out_of_sample_world_model_score(debias: bool) -> None:
+    from wmrl_envs.calibration import Calibrator, CalibratorConfig
+    from wmrl_envs.scoring import HashSchedule, ScoredGroup, ScoreResult, ScoringCore
+
+    def groups(gid: int) -> list[ScoredGroup]:
+        return [ScoredGroup("t", gid, "anchor", [ScoreResult("t", "anchor", real_score=r, wm_score_raw=w, valid=True)
+                                                  for r, w in zip([0.2, 0.9, 0.5, 0.4], [0.6, 0.1, 1.3, 0.3])])]
+
+    def fused(share: float, rounds: int = 3) -> tuple[list[float], ScoringCore]:
+        core = ScoringCore(HashSchedule(), Calibrator(CalibratorConfig(min_pairs_global=2)),
+                           FusionConfig(anchor_real_share=share), debias=debias)
+        for gid in range(rounds):
+            out = core.fuse(groups(gid))[0]
+        return [s.score for s in out.samples], core
+
+    real, _ = fused(1.0)
+    world, core = fused(0.0)
+    half, _ = fused(0.5)
+    assert real == [0.2, 0.9, 0.5, 0.4]
+    expected = [0.6, 0.1, 1.0, 0.3]  # without debiasing: raw, clipped to the score range
+    if debias:  # the last group's scores as the map fitted on the two groups before it gives them
+        before = Calibrator(CalibratorConfig(min_pairs_global=2))
+        before.add_pairs([0.6, 0.1, 1.3, 0.3] * 2, [0.2, 0.9, 0.5, 0.4] * 2, ["t"] * 8)
+        expected = before.calibrate([0.6, 0.1, 1.3, 0.3], ["t"] * 4).tolist()
+    assert world == pytest.approx(expected)
+    assert half == pytest.approx([(r + w) / 2 for r, w in zip(real, expected)])
+    assert core.calibrator.n_pairs == 12  # anchors still feed the calibrator

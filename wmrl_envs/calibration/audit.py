@@ -15,7 +15,7 @@ from scipy.stats import kendalltau, spearmanr
 
 from wmrl_envs.calibration.config import CalibratorConfig
 from wmrl_envs.calibration.maps import cross_fit, mean
-from wmrl_envs.calibration.strata import flagged_strata, repeat_groups, stratum_residuals
+from wmrl_envs.calibration.strata import distinct_pairs, flagged_strata, repeat_groups, stratum_residuals
 
 # Rank statistics (globally, or for one task) flag from this many pairs on. Raw scores are not
 # fitted, so every pair counts and none is held back. Chosen by a synthetic power check
@@ -51,6 +51,8 @@ class AuditReport:
         stratum_bias: Mean cross-fitted residual (calibrated minus real) of each stratum with
             at least ``min_stratum_pairs`` pairs.
         stratum_z: That mean in standard errors, per stratum.
+        stratum_distinct_pairs: Distinct pairs (copies of one script's pair counted once) of
+            each stratum checked, what the stratum check's degrees of freedom count.
         monotone_ok: False when any check flags a non-monotone bias.
         reasons: One sentence per flag.
     """
@@ -64,6 +66,7 @@ class AuditReport:
     cv_calibration_mae: float
     stratum_bias: dict[str, float]
     stratum_z: dict[str, float]
+    stratum_distinct_pairs: dict[str, int]
     monotone_ok: bool
     reasons: list[str]
 
@@ -109,7 +112,8 @@ def run_audit(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.nd
     if z > config.nonmonotone_z:
         reasons.append(f"a non-monotone fit beats the isotonic map out of fold by "
                        f"{z:.1f} standard errors (threshold {config.nonmonotone_z})")
-    bias, bias_z = stratum_residuals(residual, strata, repeat_groups(wm, real, tasks), config.min_stratum_pairs)
+    repeats = repeat_groups(wm, real, tasks)
+    bias, bias_z = stratum_residuals(residual, strata, repeats, config.min_stratum_pairs)
     for name, value in flagged_strata(bias, bias_z, config).items():
         reasons.append(f"stratum {name!r}: the world model {'over' if value > 0 else 'under'}-scores it by "
                        f"{abs(value):.3f} after calibration ({abs(bias_z[name]):.1f} standard errors)")
@@ -124,6 +128,7 @@ def run_audit(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.nd
         cv_calibration_mae=mean(np.abs(residual)),
         stratum_bias=bias,
         stratum_z=bias_z,
+        stratum_distinct_pairs=distinct_pairs(strata, repeats, bias),
         monotone_ok=not reasons,
         reasons=reasons,
     )

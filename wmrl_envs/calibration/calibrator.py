@@ -202,6 +202,8 @@ class Calibrator:
                 metrics["calibration/stratum_z_max"] = max(abs(z) for z in report.stratum_z.values())
             if self.config.debias_flagged_strata:
                 metrics["calibration/strata_debiased"] = float(len(self._maps.stratum_offsets))
+            if self.config.global_form == "chosen" and self._maps.global_map is not None:
+                metrics["calibration/global_affine"] = float(self._maps.global_form == "affine")
             return metrics
 
     def state_dict(self) -> dict[str, Any]:

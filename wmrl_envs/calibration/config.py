@@ -13,6 +13,10 @@ from typing import Any, Mapping
 from wmrl_envs.errors import ConfigError
 
 
+#: The global map's forms (:attr:`CalibratorConfig.global_form`).
+GLOBAL_FORMS = ("isotonic", "affine", "chosen")
+
+
 @dataclass(frozen=True)
 class CalibratorConfig:
     """Settings of :class:`Calibrator`.
@@ -67,6 +71,20 @@ class CalibratorConfig:
             strictly increasing inside the anchors' range, so two world-model scores that
             differ keep their order after calibration and a GRPO group does not lose its
             within-group ranking to a plateau.
+        global_form: The global map's form. ``isotonic`` (the default): the isotonic map
+            (``centered`` as set). ``affine``: the least-squares line of real on world-model
+            scores, slope at least 0, clipped to ``score_range``. ``chosen``: on every refit,
+            the line unless the isotonic map predicts the pairs out of fold better by more
+            than one standard error. Per-task and per-stratum maps stay isotonic and are
+            pooled toward this map. Under std-normalised GRPO advantages a line changes no
+            group's advantages (up to clipping): a map reaches the gradient only through its
+            curvature, and an isotonic map fitted on about a hundred on-policy pairs has
+            curvature that is mostly noise (``bench/results/stress_corrections_preregistration.md``, sixth candidate).
+        extend_ends: With ``centered``, continue the map past its first and last block
+            centres at its mean slope between them (clipped to ``score_range``) instead of
+            holding the end blocks' values: the best (and worst) solutions a policy writes keep
+            their within-group order after calibration, where a held end value ties them and
+            their advantages vanish.
         stratify: Stratified debiasing: each stratum (the kind of solution the scorer
             reports, as for the audit's stratum check) with ``min_pairs_per_task`` differing
             pairs gets a map of its own, blended into the global map with pseudo-pairs
@@ -103,6 +121,10 @@ class CalibratorConfig:
         "help": "the audit flags a non-monotone challenger better by this many standard errors"})
     centered: bool = field(default=True, metadata={
         "help": "interpolate through isotonic block centroids (strictly increasing map)"})
+    global_form: str = field(default="isotonic", metadata={
+        "help": f"the global map's form, one of {GLOBAL_FORMS}: chosen = affine unless isotonic wins out of fold"})
+    extend_ends: bool = field(default=False, metadata={
+        "help": "centered: continue past the end block centres at the map's mean slope, not flat"})
     min_stratum_pairs: int = field(default=8, metadata={
         "help": "distinct pairs a stratum (solution family) needs before the audit checks its residuals"})
     stratum_z: float = field(default=3.5, metadata={
@@ -153,8 +175,12 @@ class CalibratorConfig:
         _require(0.0 <= self.max_discordant_rate <= 1.0,
                  f"max_discordant_rate must be in [0, 1], got {self.max_discordant_rate}")
         _require(self.nonmonotone_z > 0, f"nonmonotone_z must be > 0, got {self.nonmonotone_z}")
-        for name in ("centered", "stratify", "debias_flagged_strata"):
+        for name in ("centered", "extend_ends", "stratify", "debias_flagged_strata"):
             _require(isinstance(getattr(self, name), bool), f"{name} must be a bool, got {getattr(self, name)!r}")
+        _require(self.global_form in GLOBAL_FORMS,
+                 f"global_form must be one of {GLOBAL_FORMS}, got {self.global_form!r}")
+        _require(self.centered or not self.extend_ends,
+                 "extend_ends continues a centered map's end segments: it needs centered=True")
         _require(not (self.stratify and self.debias_flagged_strata),
                  "stratify and debias_flagged_strata are two corrections of one error; choose one")
 

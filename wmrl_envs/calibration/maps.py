@@ -1,4 +1,4 @@
-"""The fitted maps: isotonic (optionally centered), global, per stratum and per task, partially pooled.
+"""The fitted maps: isotonic (optionally centered) or affine, global, per stratum and per task, partially pooled.
 
 :func:`fit_maps` chooses which maps exist from the pair counts, :func:`apply_maps` calibrates
 through them, and :class:`CalibrationMap` freezes them for shipping. Pure functions of the pairs.
@@ -39,6 +39,7 @@ class Maps:
     stratum_maps: dict[str, MonotoneMap] = field(default_factory=dict)
     stratum_prior: float = math.inf
     stratum_offsets: dict[str, float] = field(default_factory=dict)
+    global_form: str = "isotonic"  # the global map's form (CalibratorConfig.global_form, once chosen)
 
 
 @dataclass(frozen=True)
@@ -69,18 +70,49 @@ def fit_maps(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: Calibr
     """
     if wm.size < config.min_pairs_global or np.ptp(real) == 0:
         return Maps(None, {}, math.inf)
+    form = _choose_global_form(wm, real, tasks, config)
     if config.debias_flagged_strata and strata is not None:
         return _flag_strata(wm, real, tasks, strata, config,
-                            np.arange(wm.size) % config.cv_folds if folds is None else folds)
-    task_prior, task_maps = _pooled_maps(wm, real, tasks, config, config.task_prior_pairs)
+                            np.arange(wm.size) % config.cv_folds if folds is None else folds, form)
+    task_prior, task_maps = _pooled_maps(wm, real, tasks, config, config.task_prior_pairs, form)
     stratum_prior, stratum_maps = math.inf, {}
     if config.stratify and strata is not None:
-        stratum_prior, stratum_maps = _pooled_maps(wm, real, strata, config, None)
-    return Maps(_isotonic(wm, real, config), task_maps, task_prior, stratum_maps, stratum_prior)
+        stratum_prior, stratum_maps = _pooled_maps(wm, real, strata, config, None, form)
+    return Maps(_global_map(wm, real, config, form), task_maps, task_prior, stratum_maps, stratum_prior,
+                global_form=form)
+
+
+def _choose_global_form(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig) -> str:
+    """``global_form``, or for ``chosen`` the affine line unless the isotonic map's squared error
+    out of fold is lower by more than one standard error of the paired difference. Copies of
+    one pair share a fold, or the isotonic map, which can pass through a pair, would be scored
+    on pairs it was fitted on."""
+    if config.global_form != "chosen":
+        return config.global_form
+    folds = repeat_groups(wm, real, tasks) % config.cv_folds
+    errors = {form: (cross_fit(folds, lambda train, test, form=form: _global_map(
+        wm[train], real[train], config, form).predict(wm[test])) - real) ** 2 for form in ("affine", "isotonic")}
+    gain = errors["affine"] - errors["isotonic"]
+    return "isotonic" if gain.mean() > standard_error(gain) else "affine"
+
+
+def _global_map(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig, form: str) -> MonotoneMap:
+    return _affine(wm, real, config) if form == "affine" else _isotonic(wm, real, config)
+
+
+def _affine(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig) -> MonotoneMap:
+    """The least-squares line of real on world-model scores, slope at least 0 (a monotone map),
+    clipped to the score range. Under std-normalised group advantages it changes no advantage
+    of a group that it does not clip: only a map's curvature reaches the gradient."""
+    centre, level = float(wm.mean()), float(real.mean())
+    spread = float(((wm - centre) ** 2).sum())
+    slope = max(float(((wm - centre) * (real - level)).sum()) / spread, 0.0) if spread > 0 else 0.0
+    return MonotoneMap(np.array([centre]), np.array([float(np.clip(level, *config.score_range))]), wm.size,
+                       end_slope=slope, score_range=config.score_range)
 
 
 def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.ndarray,
-                 config: CalibratorConfig, folds: np.ndarray) -> Maps:
+                 config: CalibratorConfig, folds: np.ndarray, form: str) -> Maps:
     """Maps that correct only the strata the stratum check flags.
 
     The check reads the residuals of the global and task maps, cross-fitted over ``folds``.
@@ -94,8 +126,8 @@ def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np
     repeats = repeat_groups(wm, real, tasks)
     while True:
         kept = np.array([stratum not in offsets for stratum in strata])
-        task_prior, task_maps = _pooled_maps(wm[kept], real[kept], tasks[kept], config, config.task_prior_pairs)
-        maps = Maps(_isotonic(wm[kept], real[kept], config), task_maps, task_prior)
+        task_prior, task_maps = _pooled_maps(wm[kept], real[kept], tasks[kept], config, config.task_prior_pairs, form)
+        maps = Maps(_global_map(wm[kept], real[kept], config, form), task_maps, task_prior, global_form=form)
         residual = cross_fit(folds, lambda train, test: apply_maps(
             fit_like(maps, wm[train & kept], real[train & kept], tasks[train & kept], config),
             wm[test], tasks[test], config)) - real
@@ -112,12 +144,13 @@ def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np
 
 
 def _pooled_maps(wm: np.ndarray, real: np.ndarray, keys: np.ndarray, config: CalibratorConfig,
-                 prior: float | None) -> tuple[float, dict[str, MonotoneMap]]:
-    """The prior (``None``: chosen out of fold) and the maps of every key that earns one."""
+                 prior: float | None, form: str) -> tuple[float, dict[str, MonotoneMap]]:
+    """The prior (``None``: chosen out of fold against the global map of ``form``) and the maps
+    of every key that earns one."""
     counts = Counter(key for key in keys if key is not None)
     own = {key for key in counts if _may_have_map(real[keys == key], config)}
     if prior is None:
-        prior = _choose_task_prior(wm, real, keys, config) if own else math.inf
+        prior = _choose_task_prior(wm, real, keys, config, form) if own else math.inf
     return prior, ({} if math.isinf(prior) else _fit_task_maps(own, wm, real, keys, config))
 
 
@@ -127,7 +160,7 @@ def _may_have_map(real: np.ndarray, config: CalibratorConfig) -> bool:
 
 
 def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
-                       config: CalibratorConfig) -> float:
+                       config: CalibratorConfig, form: str) -> float:
     """The grid value of ``task_prior_pairs`` whose blend of task and global maps, fitted on
     the other folds, has the lowest squared error on each fold's pairs of mapped tasks.
 
@@ -150,7 +183,7 @@ def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
         if not test.any():
             continue
         train = ~test
-        pooled[test] = _isotonic(wm[train], real[train], config).predict(wm[test])
+        pooled[test] = _global_map(wm[train], real[train], config, form).predict(wm[test])
         mapped_here = [task for task in set(tasks[test]) - {None}
                        if _may_have_map(real[train & (tasks == task)], config)]
         for task, task_map in _fit_task_maps(mapped_here, wm[train], real[train], tasks[train], config).items():
@@ -196,8 +229,8 @@ def fit_like(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, co
                    if (rows := strata[aside] == name).any()}
         return replace(refitted, stratum_offsets=offsets)
     stratum_maps = {} if strata is None else _fit_task_maps(maps.stratum_maps, wm, real, strata, config)
-    return Maps(_isotonic(wm, real, config), _fit_task_maps(maps.task_maps, wm, real, tasks, config),
-                maps.task_prior, stratum_maps, maps.stratum_prior)
+    return Maps(_global_map(wm, real, config, maps.global_form), _fit_task_maps(maps.task_maps, wm, real, tasks, config),
+                maps.task_prior, stratum_maps, maps.stratum_prior, global_form=maps.global_form)
 
 
 def _fit_task_maps(names: Iterable[str], wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
@@ -208,15 +241,22 @@ def _fit_task_maps(names: Iterable[str], wm: np.ndarray, real: np.ndarray, tasks
 
 
 class MonotoneMap:
-    """A fitted isotonic map as knots of a piecewise-linear function, clipped at both ends."""
+    """A fitted isotonic map as knots of a piecewise-linear function. Beyond its end knots it
+    holds the end values (``end_slope`` 0) or continues at ``end_slope``, clipped to ``score_range``."""
 
-    def __init__(self, knots_x: np.ndarray, knots_y: np.ndarray, n_pairs: int) -> None:
+    def __init__(self, knots_x: np.ndarray, knots_y: np.ndarray, n_pairs: int, end_slope: float = 0.0,
+                 score_range: tuple[float, float] = (-np.inf, np.inf)) -> None:
         self.knots_x, self.knots_y = knots_x, knots_y
         self.n_pairs = n_pairs  # how many pairs it was fitted on
+        self.end_slope, self.score_range = end_slope, score_range
 
     def predict(self, wm: np.ndarray) -> np.ndarray:
         # np.interp holds the end values beyond the knots: out_of_bounds="clip".
-        return np.interp(wm, self.knots_x, self.knots_y)
+        inside = np.interp(wm, self.knots_x, self.knots_y)
+        if not self.end_slope:
+            return inside
+        beyond = np.minimum(wm - self.knots_x[0], 0.0) + np.maximum(wm - self.knots_x[-1], 0.0)
+        return np.clip(inside + self.end_slope * beyond, *self.score_range)
 
 
 def _isotonic(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig) -> MonotoneMap:
@@ -227,20 +267,27 @@ def _isotonic(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig) -> Mon
     isotonic.fit(wm, real)
     if not config.centered or isotonic.X_thresholds_.size < 2:
         return MonotoneMap(isotonic.X_thresholds_, isotonic.y_thresholds_, wm.size)
-    return _centered(wm, isotonic.predict(wm))
+    return _centered(wm, isotonic.predict(wm), config)
 
 
-def _centered(wm: np.ndarray, fitted: np.ndarray) -> MonotoneMap:
+def _centered(wm: np.ndarray, fitted: np.ndarray, config: CalibratorConfig) -> MonotoneMap:
     """Centered isotonic regression (Oron & Flournoy, 2017): one knot per block of equal
     fitted value, at the block's mean world-model score, plus the anchors' extreme scores
     holding the end blocks' values. The map stays monotone and passes through every block
-    mean, but it rises between blocks instead of stepping."""
+    mean, but it rises between blocks instead of stepping.
+
+    With ``extend_ends`` and two blocks or more, the map instead continues past the first and
+    last block centres at its mean slope between them, so no two world-model scores past a
+    centre tie until the score range clips them."""
     order = np.argsort(wm, kind="stable")
     x, y = wm[order], fitted[order]
     block_id = np.concatenate([[0], np.cumsum(np.diff(y) != 0)])
     sizes = np.bincount(block_id)
     centres = np.bincount(block_id, weights=x) / sizes
     levels = y[np.concatenate([[0], np.cumsum(sizes)[:-1]])]
+    if config.extend_ends and centres.size >= 2:
+        slope = (levels[-1] - levels[0]) / (centres[-1] - centres[0])
+        return MonotoneMap(centres, levels, wm.size, end_slope=float(slope), score_range=config.score_range)
     knots_x = np.concatenate([[x[0]], centres, [x[-1]]])
     knots_y = np.concatenate([[levels[0]], levels, [levels[-1]]])
     # An end block of one distinct score has its centre on the extreme score: drop the twin.

@@ -18,6 +18,7 @@ the square root of the copies, and the alarm then sounds on an unbiased world mo
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 from scipy.stats import norm, t as student_t
@@ -37,6 +38,11 @@ def repeat_groups(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray) -> np.nda
     index: dict[tuple, int] = {}
     keys = zip(tasks.tolist(), np.round(wm, REPEAT_DECIMALS).tolist(), np.round(real, REPEAT_DECIMALS).tolist())
     return np.array([index.setdefault(key, len(index)) for key in keys], dtype=np.int64)
+
+
+def distinct_pairs(strata: np.ndarray, repeats: np.ndarray, names: Iterable[str]) -> dict[str, int]:
+    """How many distinct pairs (groups of :func:`repeat_groups`) each named stratum holds."""
+    return {name: int(np.unique(repeats[strata == name]).size) for name in names}
 
 
 def stratum_residuals(residual: np.ndarray, strata: np.ndarray, repeats: np.ndarray,

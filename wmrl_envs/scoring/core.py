@@ -21,7 +21,9 @@ model). :meth:`ScoringCore.fuse` then turns raw scores into rewards, the same wa
    proved failure keeps its exact 0; a potential-shaped episode (one with ``potential_start``)
    gets its success plus the rise of the potential, both readings mapped the same way
    (:mod:`wmrl_envs.scoring.shaping`);
-3. executed samples get their real score; an infrastructure failure gets NaN (dropped);
+3. executed samples get their real score; an infrastructure failure gets NaN (dropped); an
+   anchor's reward blends in its out-of-sample calibrated score when
+   :attr:`FusionConfig.anchor_real_share` is below 1 (the paper's anchor reward is the real score);
 4. every anchor sample gets the current weight ``w_A``, every other sample 1 (the ``paper``
    rule first folds the batch's anchor groups, out-of-sample calibrated against real, into
    its disagreement).
@@ -40,7 +42,7 @@ import numpy as np
 
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import CalibratorLostError, ConfigError
-from wmrl_envs.scoring.fusion import DisagreementTracker, FusionConfig, anchor_weight
+from wmrl_envs.scoring.fusion import DisagreementTracker, FusionConfig, anchor_reward, anchor_weight
 from wmrl_envs.scoring.results import ScoredGroup, bounded
 from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, StepSchedule, check_stream
 from wmrl_envs.scoring.shaping import shaped_return
@@ -127,12 +129,14 @@ class ScoringCore:
             for s in g.samples:
                 if g.stream in ("real", "anchor"):
                     s.score = np.nan if s.infra_failure or s.real_score is None else float(s.real_score)
+                    if g.stream == "anchor" and np.isfinite(s.score):
+                        s.score = anchor_reward(s.score, self._world_model_score(s), self.fusion.anchor_real_share)
                 elif s.infra_failure:
                     s.score = np.nan
                 elif s.proved:
                     s.score = 0.0  # an exact failure: no map may move it
                 elif s.wm_score_raw is not None:
-                    s.score = float(s.wm_score_calibrated if self.debias else self._clip(s.wm_score_raw))
+                    s.score = self._world_model_score(s)
                     if s.potential_start is not None:
                         s.score = float(shaped_return(s.real_score, s.score,
                                                       self.potential(s.potential_start, g.task_id)))
@@ -168,6 +172,13 @@ class ScoringCore:
         calibrated = self.calibrator.calibrate(wm[ok], [group.task_id] * int(ok.sum()), strata)
         for s, value in zip([s for s, keep in zip(group.samples, ok) if keep], calibrated):
             s.wm_score_calibrated = float(value)
+
+    def _world_model_score(self, sample: Any) -> float | None:
+        """A sample's world-model score as a reward: calibrated (``debias``; a proved failure's
+        exact value), else the raw score clipped to range; None without one."""
+        if self.debias:
+            return None if sample.wm_score_calibrated is None else float(sample.wm_score_calibrated)
+        return None if sample.wm_score_raw is None else self._clip(sample.wm_score_raw)
 
     def potential(self, raw: float, task_id: str) -> float:
         """A raw potential reading on the reward's scale, mapped as world-model scores are: by the

@@ -30,6 +30,15 @@ confirmed on five further seeds (``bench/results/stress_confirmation.md``).
 ``none`` (the default)
     ``w_A = 1``: plain averaging. Debiasing still runs: anchors still correct the world model's
     scores through the calibrator, they only do not count for more than a world-model sample.
+
+What an anchor sample's reward *is* is a second, separate setting:
+:attr:`FusionConfig.anchor_real_share`. The paper's anchor reward is the real score (share 1, the
+default). A share below 1 blends in the sample's calibrated world-model score (computed before
+the anchor's own pair reaches the calibrator), and 0 makes anchors pure calibration data: every
+group then trains on calibrated scores, and real execution reaches the gradient only through the
+map. It is for a world model that is a better training signal than one execution. On the stress
+grid it did not pay (``bench/results/stress_corrections_preregistration.md``, sixth candidate):
+what cost score there was the calibration map's curvature, not the real reward.
 """
 
 from __future__ import annotations
@@ -63,6 +72,9 @@ class FusionConfig:
         calibrate_after: ``paper``: anchor groups (with differing real scores) observed
             before ``c`` is fixed; the weight is 1 until then.
         target_weight: ``paper``: the weight at the moment ``c`` is fixed.
+        anchor_real_share: An anchor sample's reward is ``share·real + (1 - share)·calibrated``
+            (module docstring). 1 (the default, the paper's): the real score alone. An anchor
+            without a calibrated score (its world model failed) keeps the real score.
     """
 
     rule: str = field(default="none", metadata={"help": f"anchor-weight rule, one of {ANCHOR_WEIGHT_RULES}"})
@@ -73,6 +85,8 @@ class FusionConfig:
     half_life: float = field(default=64.0, metadata={"help": "paper rule: EMA half-life in anchor groups"})
     calibrate_after: int = field(default=32, metadata={"help": "paper rule: anchor groups before c is fixed"})
     target_weight: float = field(default=2.0, metadata={"help": "paper rule: w_A when c is fixed"})
+    anchor_real_share: float = field(default=1.0, metadata={
+        "help": "an anchor sample's reward: this share of its real score, the rest its calibrated world-model score"})
 
     def __post_init__(self) -> None:
         if self.rule not in ANCHOR_WEIGHT_RULES:
@@ -88,6 +102,9 @@ class FusionConfig:
             raise ConfigError(f"calibrate_after must be an int >= 1, got {self.calibrate_after!r}")
         if not math.isfinite(self.target_weight) or self.target_weight < 1:
             raise ConfigError(f"target_weight must be a finite number >= 1, got {self.target_weight}")
+        if isinstance(self.anchor_real_share, bool) or not isinstance(self.anchor_real_share, (int, float)) \
+                or not 0.0 <= self.anchor_real_share <= 1.0:
+            raise ConfigError(f"anchor_real_share must be a number in [0, 1], got {self.anchor_real_share!r}")
         if self.rule == "none" and self.c is not None:
             # A slope the rule never reads would be silently ignored; say so instead.
             raise ConfigError(f"c={self.c} has no effect under the 'none' rule (w_A = 1): pick rule 'eta2', "
@@ -103,6 +120,14 @@ def anchor_weight(eta2: float, c: float, w_max: float) -> float:
     if not math.isfinite(w_max) or w_max < 1:
         raise ValueError(f"w_max must be finite and >= 1, got {w_max}")
     return min(max(1.0 + c * eta2, 1.0), w_max)
+
+
+def anchor_reward(real: float, calibrated: float | None, real_share: float) -> float:
+    """An anchor sample's reward: ``real_share·real + (1 - real_share)·calibrated``
+    (:attr:`FusionConfig.anchor_real_share`); the real score alone without a calibrated one."""
+    if calibrated is None or real_share == 1.0:
+        return float(real)
+    return float(real_share * real + (1.0 - real_share) * calibrated)
 
 
 def sample_weights(is_anchor: np.ndarray, w_anchor: float) -> np.ndarray:
