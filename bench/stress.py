@@ -128,6 +128,8 @@ SWITCHES = {"calibration_stratify": "stratified", "calibration_debias_flagged_st
             "calibration_extend_ends": "extended-ends"}
 #: Each switch's default today (all calibration settings), read off the config like DEFAULT_RULE.
 DEFAULT_SWITCHES = {name: getattr(WMRLConfig().calibration, name.removeprefix("calibration_")) for name in SWITCHES}
+#: The calibration map's default form, read off the config like DEFAULT_RULE.
+DEFAULT_GLOBAL_FORM = WMRLConfig().calibration.global_form
 # Settings every run of one --runs folder must share: a resumed run with others is refused.
 RUN_SETTINGS = ("steps", "warmup_steps", "tasks_per_step", "group_size", "learning_rate", "eval_every", "eval_k",
                 "eval_tasks",
@@ -535,7 +537,8 @@ def as_recorded(result: dict[str, Any]) -> dict[str, Any]:
     """A ``wmrl`` run made when the default correction was another one, reported under the
     correction it ran with, so a table never puts two corrections under one name: a default run
     of the ``eta2`` days becomes ``wmrl-eta2``, a stratified one ``wmrl-stratified (eta2 rule)``.
-    A switch missing from a run's record was off: it ran before the switch existed."""
+    A switch missing from a run's record was off, and a missing global map form was isotonic: the
+    run came before the setting existed."""
     key = result["key"]
     variant = key.get("variant", "")
     if key["mode"] != "wmrl" or variant.startswith(("fusion_rule=", "preset=")):
@@ -544,6 +547,9 @@ def as_recorded(result: dict[str, Any]) -> dict[str, Any]:
     if not variant:
         variant = "+".join(f"{name}={str(result.get(name, False)).lower()}"
                            for name, default in DEFAULT_SWITCHES.items() if result.get(name, False) != default)
+    form = result.get("calibration_global_form", "isotonic")
+    if form != DEFAULT_GLOBAL_FORM and "calibration_global_form=" not in variant:
+        variant = f"{variant}+calibration_global_form={form}" if variant else f"calibration_global_form={form}"
     if rule != DEFAULT_RULE:
         variant = f"{variant}+fusion_rule={rule}" if variant else f"fusion_rule={rule}"
     return result if variant == key.get("variant", "") else {**result, "key": {**key, "variant": variant}}

@@ -8,7 +8,7 @@ One step, top to bottom (:meth:`WMRLTrainer.train_step`):
 2. **Collect.** The policy generates G rollouts per task in one batch; the adapter scores them
    through the run's :class:`~wmrl_envs.scoring.ScoringCore` (the one a fused env uses): one
    world-model batch over every group, one parallel fan-out over the anchors.
-3. **Debias.** Inside the core, anchor pairs (world-model score, real score) refit the isotonic
+3. **Debias.** Inside the core, anchor pairs (world-model score, real score) refit the
    calibrator before world-model samples get calibrated scores. The schedule's adaptive rule
    then reads the calibrator's audit and η̂² and sets the next step's anchor share
    (``anchors/fraction``, ``anchors/reason``; it moves only with ``adaptive_anchors``).

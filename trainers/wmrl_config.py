@@ -189,7 +189,7 @@ class WMRLConfig:
     Modes:
         ``real``: GRPO with every group executed (the expensive baseline).
         ``world_model``: every group scored by the raw world model; no anchors, no correction.
-        ``wmrl``: anchors + online debiasing (isotonic calibration) + inverse-variance denoising.
+        ``wmrl``: anchors + online debiasing (calibration) + inverse-variance denoising.
         ``wmrl-no-debias``: as ``wmrl`` but world-model samples use raw scores.
         ``wmrl-no-denoise``: as ``wmrl`` but anchor samples get weight 1.
     """
@@ -289,6 +289,7 @@ class WMRLConfig:
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"tasks_per_step": 8, "group_size": 8, "anchor_fraction": 0.25, "min_anchor_groups": 2,
               "warmup_steps": 0, "calibration_min_pairs_global": 200, "calibration_pair_window": 5000,
+              "calibration_global_form": "isotonic",
               "fusion_rule": "paper", "fusion_w_max": 4.0, "fusion_target_weight": 2.0,
               "fusion_half_life": 64.0, "fusion_calibrate_after": 32},
 }

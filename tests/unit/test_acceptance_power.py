@@ -42,13 +42,13 @@ def test_finals_skip_variants_and_refuse_a_seed_that_ends_twice_differently(tmp_
     for seed, final in ((3, 0.5), (4, 0.6)):
         _record(tmp_path, "any", None, "real", seed, final)
         _record(tmp_path, "none", None, "world_model", seed, final + 0.1)
-        _record(tmp_path, "none", None, "wmrl", seed, final)
+        _record(tmp_path, "none", None, "wmrl", seed, final, variant="calibration_global_form=isotonic")
         _record(tmp_path, "none", None, "wmrl", seed, 0.0, variant="fusion_rule=eta2")
     finals = load_finals([tmp_path], [3, 4])
     assert finals[("none", "wmrl")] == {3: 0.5, 4: 0.6} and finals[("any", "real")] == {3: 0.5, 4: 0.6}
     other = tmp_path / "other"
     other.mkdir()
-    _record(other, "none", None, "wmrl", 3, 0.9)
+    _record(other, "none", None, "wmrl", 3, 0.9)  # a default run of the isotonic days, as recorded then
     with pytest.raises(ValueError, match="seed 3 ends at 0.9"):
         load_finals([tmp_path, other], [3, 4])
 
@@ -59,7 +59,7 @@ def test_main_writes_the_tables(tmp_path: Path) -> None:
     for seed, final in enumerate((0.5, 0.6, 0.7)):
         _record(runs, "any", None, "real", seed, final)
         _record(runs, "none", None, "world_model", seed, final)
-        _record(runs, "none", None, "wmrl", seed, final)
+        _record(runs, "none", None, "wmrl", seed, final, variant="calibration_global_form=isotonic")
     main(["--runs", str(runs), "--seeds", "0", "1", "2", "--n", "5", "--draws", "200",
           "--name", str(tmp_path / "power")])
     text = (tmp_path / "power.md").read_text()

@@ -26,19 +26,32 @@ def test_weight_sweeps_study_the_eta2_rule_whatever_the_default():
 
 def test_a_run_of_a_former_default_is_reported_under_the_correction_it_ran_with():
     result = {"key": {"mode": "wmrl", "variant": "calibration_stratify=true"}, "fusion_rule": "eta2",
-              "calibration_stratify": True}
+              "calibration_stratify": True, "calibration_global_form": stress.DEFAULT_GLOBAL_FORM}
     assert stress.as_recorded(result)["key"]["variant"] == "calibration_stratify=true+fusion_rule=eta2"
     joined = {"key": {"mode": "wmrl", "variant": "calibration_stratify=true+fusion_rule=none"},
-              "fusion_rule": "none", "calibration_stratify": True}
+              "fusion_rule": "none", "calibration_stratify": True, "calibration_global_form": stress.DEFAULT_GLOBAL_FORM}
     assert stress.as_recorded(joined) == joined
 
 
 def test_a_default_run_made_before_a_switch_became_default_keeps_its_own_name(monkeypatch):
     monkeypatch.setitem(stress.DEFAULT_SWITCHES, "calibration_debias_flagged_strata", True)
-    unrecorded = {"key": {"mode": "wmrl", "variant": ""}, "fusion_rule": stress.DEFAULT_RULE}
+    unrecorded = {"key": {"mode": "wmrl", "variant": ""}, "fusion_rule": stress.DEFAULT_RULE,
+                  "calibration_global_form": stress.DEFAULT_GLOBAL_FORM}
     assert stress.as_recorded(unrecorded)["key"]["variant"] == "calibration_debias_flagged_strata=false"
     recorded_on = {**unrecorded, "calibration_debias_flagged_strata": True}
     assert stress.as_recorded(recorded_on) == recorded_on
+
+
+def test_a_default_run_of_the_isotonic_days_is_reported_under_its_map_form(monkeypatch):
+    monkeypatch.setattr(stress, "DEFAULT_GLOBAL_FORM", "chosen")
+    before = {"key": {"mode": "wmrl", "variant": ""}, "fusion_rule": stress.DEFAULT_RULE}  # no form recorded
+    assert stress.as_recorded(before)["key"]["variant"] == "calibration_global_form=isotonic"
+    now = {**before, "calibration_global_form": "chosen"}
+    assert stress.as_recorded(now) == now
+    switched = {"key": {"mode": "wmrl", "variant": "calibration_debias_flagged_strata=true"},
+                "fusion_rule": stress.DEFAULT_RULE}  # a candidate of the isotonic days
+    assert stress.as_recorded(switched)["key"]["variant"] == (
+        "calibration_debias_flagged_strata=true+calibration_global_form=isotonic")
 
 
 def test_the_sweep_refuses_an_unknown_setting_in_a_joined_variant(capsys):

@@ -71,11 +71,12 @@ class CalibratorConfig:
             strictly increasing inside the anchors' range, so two world-model scores that
             differ keep their order after calibration and a GRPO group does not lose its
             within-group ranking to a plateau.
-        global_form: The global map's form. ``isotonic`` (the default): the isotonic map
-            (``centered`` as set). ``affine``: the least-squares line of real on world-model
-            scores, slope at least 0, clipped to ``score_range``. ``chosen``: on every refit,
-            the line unless the isotonic map predicts the pairs out of fold better by more
-            than one standard error. Per-task and per-stratum maps stay isotonic and are
+        global_form: The global map's form. ``isotonic``: the isotonic map (``centered`` as
+            set). ``affine``: the least-squares line of real on world-model scores, slope at
+            least 0, clipped to ``score_range``. ``chosen`` (the default): on every refit, the
+            line unless the isotonic map predicts the pairs out of fold better by more than
+            one standard error (the sixth candidate of issue 28's stress grid, confirmed on
+            five fresh seeds). Per-task and per-stratum maps stay isotonic and are
             pooled toward this map. Under std-normalised GRPO advantages a line changes no
             group's advantages (up to clipping): a map reaches the gradient only through its
             curvature, and an isotonic map fitted on about a hundred on-policy pairs has
@@ -121,7 +122,7 @@ class CalibratorConfig:
         "help": "the audit flags a non-monotone challenger better by this many standard errors"})
     centered: bool = field(default=True, metadata={
         "help": "interpolate through isotonic block centroids (strictly increasing map)"})
-    global_form: str = field(default="isotonic", metadata={
+    global_form: str = field(default="chosen", metadata={
         "help": f"the global map's form, one of {GLOBAL_FORMS}: chosen = affine unless isotonic wins out of fold"})
     extend_ends: bool = field(default=False, metadata={
         "help": "centered: continue past the end block centres at the map's mean slope, not flat"})

@@ -4,7 +4,7 @@
 :class:`ScoringCore`. It owns the three things WMRL adds to GRPO:
 
 * the **anchor schedule** (:mod:`wmrl_envs.scoring.schedule`): which groups are anchors;
-* the **calibrator** (:class:`~wmrl_envs.calibration.Calibrator`): online isotonic debiasing,
+* the **calibrator** (:class:`~wmrl_envs.calibration.Calibrator`): online debiasing,
   fed by anchor pairs;
 * the **anchor weight** (:mod:`wmrl_envs.scoring.fusion`: the rule :attr:`FusionConfig.rule`
   picks, its constant ``c`` and, for the ``paper`` rule, the tracked disagreement).
