@@ -34,6 +34,7 @@ import os
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -101,7 +102,17 @@ def predictions(model, rows: Rows) -> np.ndarray:
 
 
 #: ``--calibration NAME=VALUE`` overrides of the trainer's calibrator settings (a sensitivity run).
-OVERRIDES: dict[str, float] = {}
+OVERRIDES: dict[str, Any] = {}
+
+
+def setting_value(text: str) -> Any:
+    """A ``--calibration`` value: an int, else a float, else ``true``/``false``, else the text."""
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text, text)
 
 
 def trainer_calibrator(**overrides) -> Calibrator:
@@ -253,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--drift-strength", type=float, default=4.0)
     parser.add_argument("--calibration", nargs="+", default=[], metavar="NAME=VALUE",
-                        help="override a numeric calibrator setting, e.g. stratum_z=3")
+                        help="override a calibrator setting, e.g. stratum_z=3 or global_form=isotonic")
     parser.add_argument("--kinds", nargs="+", default=list(STRENGTHS), choices=list(STRENGTHS),
                         help="corruptions to run (default: all)")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -262,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
         name, sep, value = item.partition("=")
         if not sep:
             parser.error(f"--calibration takes NAME=VALUE, got {item!r}")
-        OVERRIDES[name] = float(value) if "." in value or "e" in value else int(value)
+        OVERRIDES[name] = setting_value(value)
     base = CachedWorldModel(make_world_model("surrogate"))
     rows_out, drift_out, counts = [], [], {}
     for suite in args.suites:
