@@ -54,6 +54,30 @@ def test_a_default_run_of_the_isotonic_days_is_reported_under_its_map_form(monke
         "calibration_debias_flagged_strata=true+calibration_global_form=isotonic")
 
 
+def test_a_rule_candidate_of_the_isotonic_days_is_reported_under_its_map_form(monkeypatch):
+    monkeypatch.setattr(stress, "DEFAULT_GLOBAL_FORM", "chosen")
+    before = {"key": {"mode": "wmrl", "variant": "fusion_rule=eta2"}, "fusion_rule": "eta2"}  # no form recorded
+    relabelled = stress.as_recorded(before)["key"]["variant"]
+    assert relabelled == "fusion_rule=eta2+calibration_global_form=isotonic"
+    assert stress.mode_label("wmrl", relabelled) == "wmrl-eta2 (isotonic map)"
+    # A run asked for by that joined name keeps it, so the two share one label.
+    explicit = {"key": {"mode": "wmrl", "variant": relabelled}, "fusion_rule": "eta2",
+                "calibration_global_form": "isotonic"}
+    assert stress.as_recorded(explicit) == explicit
+    # A preset fixes its own map form.
+    preset = {"key": {"mode": "wmrl", "variant": "preset=paper"}, "fusion_rule": "paper"}
+    assert stress.as_recorded(preset) == preset
+
+
+def test_a_label_names_the_first_setting_and_brackets_the_rest():
+    assert stress.mode_label("wmrl", "") == "wmrl"
+    assert stress.mode_label("wmrl", "preset=paper") == "wmrl-paper-preset"
+    assert stress.mode_label("wmrl", "calibration_global_form=chosen") == "wmrl (chosen map)"
+    assert stress.mode_label("wmrl", "calibration_stratify=true+calibration_global_form=isotonic+fusion_rule=eta2") \
+        == "wmrl-stratified (isotonic map, eta2 rule)"
+    assert stress.mode_label("wmrl", "fusion_w_max=8+fusion_rule=eta2") == "wmrl (fusion_w_max=8, eta2 rule)"
+
+
 def test_the_sweep_refuses_an_unknown_setting_in_a_joined_variant(capsys):
     with pytest.raises(SystemExit):
         stress.parse_args(["--corrections", "--sweep", "calibration_stratify=true+bogus=1"])
