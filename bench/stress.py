@@ -410,6 +410,17 @@ def acceptance(rows: list[dict], stratum_alarm: float, variant: str = "") -> tup
     return checks, "\n".join(lines)
 
 
+def acceptance_sections(rows: list[dict], stratum_alarm: float) -> tuple[dict[str, list[dict]], str]:
+    """Issue 28's acceptance for every ``wmrl`` correction the rows hold, each under the name it
+    ran with (the default first): the checks by correction, and the tables as markdown."""
+    checks, md = {}, ""
+    for variant in sorted({r["variant"] for r in rows if r["mode"] == "wmrl" and not r["adaptive"]}):
+        checks[variant or "default"], table = acceptance(rows, stratum_alarm, variant)
+        md += (f"\n**Acceptance (issue 28), `{mode_label('wmrl', variant)}`"
+               f"{'' if variant else ' (the default)'}:**\n\n{table}\n")
+    return checks, md
+
+
 def markdown(rows: list[dict], meta: dict) -> str:
     cfg = meta["config"]
     lines = [(f"Grammar policy on MLE-Dojo, {cfg['steps']} steps x {cfg['tasks_per_step']} groups x "
@@ -612,13 +623,9 @@ def main(argv: list[str] | None = None) -> None:
             "real_runs": "shared by every corruption (real execution reads no world model)",
             "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
     md = "### WMRL when the world model is wrong (stress protocol)\n\n" + markdown(rows, meta)
-    if len(args.seeds) >= ACCEPTANCE_SEEDS:  # every wmrl correction it ran, under the name it ran with
-        meta["acceptance"] = {}
-        for variant in sorted({r["variant"] for r in rows if r["mode"] == "wmrl" and not r["adaptive"]}):
-            meta["acceptance"][variant or "default"], table = acceptance(rows, WMRLConfig().calibration.stratum_z,
-                                                                         variant)
-            md += (f"\n**Acceptance (issue 28), `{mode_label('wmrl', variant)}`"
-                   f"{'' if variant else ' (the default)'}:**\n\n{table}\n")
+    if len(args.seeds) >= ACCEPTANCE_SEEDS:
+        meta["acceptance"], tables = acceptance_sections(rows, WMRLConfig().calibration.stratum_z)
+        md += tables
     (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (args.out / f"{args.name}.md").write_text(md)
     plots = plot(rows, args.out, args.name)

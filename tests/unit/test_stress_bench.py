@@ -107,3 +107,7 @@ def test_the_acceptance_judges_the_candidate_it_is_given():
     assert not default[0]["holds_scores"] and candidate[0]["holds_scores"]  # the stratum alarm decides
     assert candidate[0]["wmrl"] == pytest.approx((0.60 + 0.64 + 0.63) / 3)
     assert "`wmrl-flagged-strata`" in table
+    # A report reads it for every correction its runs hold, whatever the sweep asked for.
+    checks, md = stress.acceptance_sections(rows, 3.5)
+    assert list(checks) == ["default", "calibration_debias_flagged_strata=true"]
+    assert "`wmrl` (the default)" in md and "`wmrl-flagged-strata`:" in md
