@@ -284,7 +284,9 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
             "pairs_per_step": [h.get("calibration/n_pairs") for h in history],
             "calibrator_state": core.calibrator.state_dict(),
             "eta2": [h.get("calibration/eta2") for h in history],
-            "executions_run": core.scorer.ran, "executions_reused": core.scorer.reused}
+            "executions_run": core.scorer.ran, "executions_reused": core.scorer.reused,
+            # Runs repeat on one machine, not across machines: say which machine this one was.
+            "provenance": provenance()}
 
 
 #: Settings a preset variant leaves to the grid: every mode of a row trains on the same batches.

@@ -8,7 +8,8 @@ a run's config)::
 
 Keys: ``commit`` (``HEAD`` of the checkout this package runs from, ``"unknown"`` outside a
 git checkout, e.g. an installed wheel), ``dirty`` (uncommitted changes to tracked or untracked
-files; ``None`` when unknown), ``date`` (UTC, ISO 8601), ``cores``, ``ram_gib``, ``python``,
+files; ``None`` when unknown), ``date`` (UTC, ISO 8601), ``cores``, ``cpu`` (the processor's
+model: an executed script can score differently on another one), ``ram_gib``, ``python``,
 ``platform`` and ``argv`` (the command's arguments, without the program).
 """
 
@@ -40,12 +41,23 @@ def git_state(root: Path = _CHECKOUT) -> tuple[str, bool | None]:
     return commit, dirty
 
 
+def cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo`` on Linux), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def provenance() -> dict[str, Any]:
-    """Commit, dirty flag, date, cores, RAM, Python, platform and arguments of this process."""
+    """Commit, dirty flag, date, cores, CPU, RAM, Python, platform and arguments of this process."""
     commit, dirty = git_state()
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {"commit": commit, "dirty": dirty, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "cores": os.cpu_count(), "ram_gib": round(ram_gib, 1), "python": platform.python_version(),
+            "cores": os.cpu_count(), "cpu": cpu_model(), "ram_gib": round(ram_gib, 1), "python": platform.python_version(),
             "platform": platform.platform(), "argv": sys.argv[1:]}
 
 

@@ -5,7 +5,7 @@ import re
 
 from wmrl_envs.provenance import git_state, provenance
 
-KEYS = {"commit", "dirty", "date", "cores", "ram_gib", "python", "platform", "argv"}
+KEYS = {"commit", "dirty", "date", "cores", "cpu", "ram_gib", "python", "platform", "argv"}
 
 
 def test_provenance_has_every_key_and_is_json():
@@ -13,6 +13,7 @@ def test_provenance_has_every_key_and_is_json():
     assert set(meta) == KEYS
     assert json.loads(json.dumps(meta)) == meta
     assert meta["date"].endswith("+00:00") and meta["cores"] >= 1 and meta["ram_gib"] > 0
+    assert isinstance(meta["cpu"], str) and meta["cpu"]
 
 
 def test_the_commit_is_the_checkouts_or_unknown_outside_one(tmp_path):
