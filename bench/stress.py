@@ -607,7 +607,6 @@ def main(argv: list[str] | None = None) -> None:
     args.memo_dir.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     eval_tasks = select_tasks(ENV_ID, SUITE, "heldout", args.eval_tasks)
-    memo = ExecutionMemo(args.memo_dir / "memo.jsonl")
     base = make_world_model("surrogate")
     base.predict(eval_tasks[:1], ["print(0)"])  # loads the encoder now, so no run is charged for it
     settings = {name: getattr(args, name) for name in RUN_SETTINGS}
@@ -618,6 +617,7 @@ def main(argv: list[str] | None = None) -> None:
                                               if r["key"]["corruption"] != "any"))
         args.advantages = list(dict.fromkeys(r["key"]["advantage"] for r in results))
     else:
+        memo = ExecutionMemo(args.memo_dir / "memo.jsonl")
         results = [run_or_load(key, args, settings, base, memo, eval_tasks) for key in run_keys(args)]
     rows = summarise(results, args)
     meta = {**provenance(), "n_eval_tasks": len(eval_tasks), "memo": MEMO_NOTE,

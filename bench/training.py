@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wmrl_envs.sandbox.arithmetic import arithmetic
 from wmrl_envs.scoring import CodeScorer
 
 # Tasks that execute fast (mean wall-seconds per script on 2 cores, from the surrogate's
@@ -24,16 +25,26 @@ MEMO_NOTE = ("Executions are memoized by (task, script sha256) across all runs; 
 
 
 class ExecutionMemo:
-    """Graded outcomes of executed scripts by (task id, script sha256), appended to a JSON-lines file."""
+    """Graded outcomes of executed scripts by (task id, script sha256), appended to a JSON-lines file.
+
+    Each entry records the arithmetic it ran with (:mod:`wmrl_envs.sandbox.arithmetic`): a memo
+    made with another is refused, since its scores can sit a leaderboard rank away from what
+    this host measures, and replaying them would mix two arithmetics in one grid."""
 
     FIELDS = ("raw_score", "real_score", "valid", "error", "status", "leaderboard")
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.arithmetic = arithmetic()
         self.entries: dict[str, dict[str, Any]] = {}
         if path.exists():
-            for line in path.read_text().splitlines():
+            for number, line in enumerate(path.read_text().splitlines(), 1):
                 entry = json.loads(line)
+                recorded = entry.pop("arithmetic", "unrecorded (before it was pinned)")
+                if recorded != self.arithmetic:
+                    raise SystemExit(f"{path}, line {number}: an execution run with {recorded} arithmetic, but this "
+                                     f"host runs {self.arithmetic}; its scores may differ from what this host "
+                                     "measures. Start a new memo (another --memo-dir, or --runs for buggy_agent)")
                 self.entries[entry.pop("key")] = entry
 
     @staticmethod
@@ -45,7 +56,7 @@ class ExecutionMemo:
         entry["cost"] = {name: sample.cost[name] for name in ("execution_s", "execution_cpu_s")}
         self.entries[key] = entry
         with self.path.open("a") as fh:
-            fh.write(json.dumps({"key": key, **entry}, default=str) + "\n")
+            fh.write(json.dumps({"key": key, **entry, "arithmetic": self.arithmetic}, default=str) + "\n")
 
     def restore(self, key: str, sample) -> None:
         entry = self.entries[key]

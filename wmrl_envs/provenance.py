@@ -10,6 +10,7 @@ Keys: ``commit`` (``HEAD`` of the checkout this package runs from, ``"unknown"``
 git checkout, e.g. an installed wheel), ``dirty`` (uncommitted changes to tracked or untracked
 files; ``None`` when unknown), ``date`` (UTC, ISO 8601), ``cores``, ``cpu`` (the processor's
 model: an executed script can score differently on another one), ``ram_gib``, ``python``,
+``arithmetic`` (the vector code sandboxed scripts run with, :mod:`wmrl_envs.sandbox.arithmetic`),
 ``platform`` and ``argv`` (the command's arguments, without the program).
 """
 
@@ -22,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from wmrl_envs.sandbox.arithmetic import arithmetic
 
 #: The checkout this package runs from (a wheel install has no ``.git`` there).
 _CHECKOUT = Path(__file__).resolve().parents[1]
@@ -53,11 +56,11 @@ def cpu_model() -> str:
 
 
 def provenance() -> dict[str, Any]:
-    """Commit, dirty flag, date, cores, CPU, RAM, Python, platform and arguments of this process."""
+    """Commit, dirty flag, date, cores, CPU, arithmetic, RAM, Python, platform and arguments of this process."""
     commit, dirty = git_state()
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {"commit": commit, "dirty": dirty, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "cores": os.cpu_count(), "cpu": cpu_model(), "ram_gib": round(ram_gib, 1), "python": platform.python_version(),
+            "cores": os.cpu_count(), "cpu": cpu_model(), "arithmetic": arithmetic(), "ram_gib": round(ram_gib, 1), "python": platform.python_version(),
             "platform": platform.platform(), "argv": sys.argv[1:]}
 
 

@@ -74,3 +74,23 @@ def test_a_replayed_execution_is_charged_like_the_run_it_replays(bench, tmp_path
     for ledger, sample in zip(ledgers, (run, replay)):
         charge(ledger, [ScoredGroup("t", 0, "real", [sample])])
     assert ledgers[0].totals["execution"].cpu_s == ledgers[1].totals["execution"].cpu_s == 1.5
+
+
+def test_a_memo_made_with_another_arithmetic_is_refused(bench, tmp_path):
+    """Replaying scores measured with other kernels would mix two arithmetics in one grid."""
+    from wmrl_envs.sandbox.arithmetic import NATIVE, PORTABLE
+    from wmrl_envs.scoring import ScoreResult
+
+    path = tmp_path / "memo.jsonl"
+    memo = bench.ExecutionMemo(path)
+    memo.store("t:abc", ScoreResult(task_id="t", stream="real", real_score=0.4, valid=True, status="valid",
+                                    executed=True, cost={"execution_s": 2.0, "execution_cpu_s": 1.5}))
+    assert json.loads(path.read_text())["arithmetic"] == memo.arithmetic
+    assert bench.ExecutionMemo(path).entries.keys() == {"t:abc"}
+    another = NATIVE if memo.arithmetic == PORTABLE else PORTABLE
+    for other in ({"arithmetic": another}, {}):  # another host's arithmetic; a memo from before the pin
+        entry = {k: v for k, v in json.loads(path.read_text()).items() if k != "arithmetic"}
+        path.write_text(json.dumps({**entry, **other}) + "\n")
+        with pytest.raises(SystemExit, match="line 1: an execution run with .* arithmetic"):
+            bench.ExecutionMemo(path)
+

@@ -5,7 +5,7 @@ import re
 
 from wmrl_envs.provenance import git_state, provenance
 
-KEYS = {"commit", "dirty", "date", "cores", "cpu", "ram_gib", "python", "platform", "argv"}
+KEYS = {"commit", "dirty", "date", "cores", "cpu", "arithmetic", "ram_gib", "python", "platform", "argv"}
 
 
 def test_provenance_has_every_key_and_is_json():

@@ -11,6 +11,7 @@ import pytest
 
 from wmrl_envs.errors import SandboxUnavailableError
 from wmrl_envs.sandbox import ExecutionResult, ExecutionStatus, ExecutorPool, Limits, make_executor
+from wmrl_envs.sandbox.arithmetic import NATIVE, arithmetic, arithmetic_env
 from wmrl_envs.tasks.spec import Task, TaskSpec
 
 # "bwrap-fallback" is bwrap as it runs where the host is not root: no cgroups, and a work dir
@@ -199,6 +200,27 @@ def test_environment_is_rebuilt(executor, task, monkeypatch):
     assert env["OMP_NUM_THREADS"] == env["OPENBLAS_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "1"
     assert env["PYTHONHASHSEED"] == "0"
     assert env["MPLBACKEND"] == "Agg"
+    pinned = arithmetic_env()
+    assert {name: env[name] for name in pinned} == pinned
+
+
+def test_the_arithmetic_is_the_pinned_one(executor, task):
+    """numpy's and scipy's OpenBLAS load AVX2 kernels and numpy dispatches no further than x86-64-v3,
+    in the warm zygote too (it imported them before any run)."""
+    code = """
+    import json, numpy, scipy.linalg
+    from numpy._core._multiarray_umath import __cpu_features__
+    from threadpoolctl import threadpool_info
+    kernels = [pool["architecture"] for pool in threadpool_info() if pool["internal_api"] == "openblas"]
+    print(json.dumps({"kernels": kernels, "v3": __cpu_features__["X86_V3"], "v4": __cpu_features__["X86_V4"]}))
+    """
+    result = run(executor, task, code)
+    assert result.ok, result
+    seen = json.loads(result.stdout)
+    assert len(seen["kernels"]) == 2  # numpy's and scipy's own copies
+    if arithmetic() == NATIVE:
+        pytest.skip("this host cannot run x86-64-v3 code: the libraries choose their own")
+    assert seen == {"kernels": ["Haswell", "Haswell"], "v3": True, "v4": False}
 
 
 def test_agent_cannot_import_the_project(executor, task):

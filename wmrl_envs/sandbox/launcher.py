@@ -39,6 +39,7 @@ from typing import Any
 
 from wmrl_envs.errors import SandboxUnavailableError
 from wmrl_envs.sandbox import cgroups
+from wmrl_envs.sandbox.arithmetic import arithmetic_env
 from wmrl_envs.sandbox.base import RUN_DIR_PREFIX, ExecutionResult, ExecutionStatus, OutputTail
 from wmrl_envs.sandbox.limits import Limits
 from wmrl_envs.sandbox.runtime import Runtime, load_runtime
@@ -90,6 +91,7 @@ def agent_env(path: str, home: str, tmpdir: str) -> dict[str, str]:
         "MKL_NUM_THREADS": "1",
         "PYTHONHASHSEED": "0",
         "MPLBACKEND": "Agg",
+        **arithmetic_env(),  # the same vector code on every x86-64-v3 host (sandbox/arithmetic.py)
     }
 
 
