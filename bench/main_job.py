@@ -6,16 +6,19 @@ the untrained and the trained policy by real execution). Runs alternate between 
 seed by seed, so that a drift in the machine's load falls on both. Per run it records the job's
 wall time, the ledger's CPU-seconds and the held-out position scores; a run whose summary is
 already in ``bench/results/main_job/`` is skipped, so an interrupted sweep resumes. A run records
-the anchor-weight rule it trained under (``FusionConfig.rule``, the default of its commit), and
-runs are grouped by executor and rule: runs from before the default became ``none`` ran ``eta2``.
+the corrections it trained under, the defaults of its commit: the anchor-weight rule
+(``FusionConfig.rule``) and the calibrator's global map (``CalibratorConfig.global_form``). Runs
+are grouped by executor and corrections: runs from before the default rule became ``none`` ran
+``eta2``, and runs from before the default map became ``chosen`` fitted the isotonic one.
 
     python -m bench.main_job                          # seeds 0 1 2, executors bwrap and auto
     python -m bench.main_job --seeds 0 --executors auto
     python -m bench.main_job --env wmrl/DSBench-v0 --seeds 0 --executors auto   # the DSBench row
 
-Writes ``bench/results/main_job/<executor>-<rule>-s<seed>.json`` per run and ``main_job.{json,md}``
-(DSBench: ``main_job/dsbench-<executor>-<rule>-s<seed>.json`` and ``main_job_dsbench.{json,md}``,
-with the held-out RPG beside the position score): per executor and rule, mean ± SE over seeds of
+Writes ``bench/results/main_job/<executor>-<rule>[-<map>]-s<seed>.json`` per run (the map named
+unless isotonic) and ``main_job.{json,md}`` (DSBench: ``main_job/dsbench-...`` and
+``main_job_dsbench.{json,md}``, with the held-out RPG beside the position score): per executor and
+corrections, mean ± SE over seeds of
 the wall time, the CPU-seconds and the held-out scores, and the wall-time ratio of each seed's pair.
 """
 
@@ -32,6 +35,7 @@ import time
 from pathlib import Path
 
 from bench.common import RESULTS, mean_se, rerun_command
+from wmrl_envs.calibration import CalibratorConfig
 from wmrl_envs.scoring.fusion import FusionConfig
 from wmrl_envs.provenance import provenance
 
@@ -55,7 +59,9 @@ def run_once(executor: str, seed: int, env: str) -> dict:
     reports = {r["policy"]: r["summary"] for r in results["reports"]}
     untrained, trained = (next(s for p, s in reports.items() if p.startswith(prefix))
                           for prefix in ("untrained", "trained"))
-    return {"executor": executor, "seed": seed, "env": env, "fusion_rule": results["meta"]["config"]["fusion"]["rule"],
+    config = results["meta"]["config"]
+    return {"executor": executor, "seed": seed, "env": env, "fusion_rule": config["fusion"]["rule"],
+            "calibration_global_form": config["calibration"]["global_form"],
             "job_wall_s": wall,
             "heldout_rpg_untrained": untrained.get("rpg_mean"), "heldout_rpg_trained": trained.get("rpg_mean"),
             "ledger_cpu_s": sum(e["cpu_s"] for e in ledger["totals"].values()),
@@ -66,59 +72,69 @@ def run_once(executor: str, seed: int, env: str) -> dict:
             "machine": provenance(), "loadavg_1m_at_end": os.getloadavg()[0]}
 
 
-def rule_of(run: dict) -> str:
-    """The anchor-weight rule a run trained under (runs from before it was recorded ran ``eta2``)."""
-    return run.get("fusion_rule", "eta2")
+def corrections_of(run: dict) -> str:
+    """The anchor-weight rule and, unless isotonic, the global map a run trained under (``none``,
+    ``none, chosen map``). Runs from before the rule was recorded ran ``eta2``, and runs from
+    before the map was recorded fitted the isotonic one."""
+    rule, form = run.get("fusion_rule", "eta2"), run.get("calibration_global_form", "isotonic")
+    return rule if form == "isotonic" else f"{rule}, {form} map"
+
+
+def run_slug(rule: str, form: str) -> str:
+    """The corrections in a run file's name (see :func:`corrections_of`)."""
+    return rule if form == "isotonic" else f"{rule}-{form}"
 
 
 def summarise(runs: list[dict], executors: list[str]) -> dict:
-    """Per (executor, rule): mean ± SE over seeds; per rule, the two executors' paired wall ratio."""
+    """Per (executor, corrections): mean ± SE over seeds; per corrections, the two executors' paired wall ratio."""
     table, pairs = {}, {}
-    for rule in sorted({rule_of(r) for r in runs}):
+    for corrections in sorted({corrections_of(r) for r in runs}):
         for executor in executors:
-            mine = [r for r in runs if r["executor"] == executor and rule_of(r) == rule]
+            mine = [r for r in runs if r["executor"] == executor and corrections_of(r) == corrections]
             if mine:
-                table[f"{executor}, {rule}"] = {
+                table[f"{executor}, {corrections}"] = {
                     **{key: mean_se([r[key] for r in mine]) for key in
                        ("job_wall_s", "ledger_cpu_s", "heldout_untrained", "heldout_trained")},
                     "seeds": sorted(r["seed"] for r in mine)}
         if len(executors) == 2:
             cold, warm = executors
-            by = {(r["executor"], r["seed"]): r for r in runs if rule_of(r) == rule}
+            by = {(r["executor"], r["seed"]): r for r in runs if corrections_of(r) == corrections}
             common = sorted(s for e, s in by if e == cold and (warm, s) in by)
             if common:
                 ratios = [by[(cold, s)]["job_wall_s"] / by[(warm, s)]["job_wall_s"] for s in common]
                 deltas = [by[(warm, s)]["heldout_trained"] - by[(cold, s)]["heldout_trained"] for s in common]
-                pairs[rule] = {"seeds": common, "wall_ratio": mean_se(ratios), "heldout_difference": mean_se(deltas)}
+                pairs[corrections] = {"seeds": common, "wall_ratio": mean_se(ratios), "heldout_difference": mean_se(deltas)}
     return {"executors": table, "pairs": pairs}
 
 
 def markdown(summary: dict, runs: list[dict], env: str) -> str:
     fmt = lambda ms, d=3: f"{ms[0]:.{d}f} ± {ms[1]:.{d}f}" if not math.isnan(ms[1]) else f"{ms[0]:.{d}f}"  # noqa: E731
-    lines = [f"### The main job on `{env}`, cold and default executor, by anchor-weight rule", "",
+    lines = [f"### The main job on `{env}`, cold and default executor, by corrections", "",
              f"`scripts/main.sh --env {env}` with set-up cached, {runs[0]['machine']['cores']} cores; mean ± SE over "
              "seeds (a single seed shows no SE). `auto` is the default executor (warm where the host allows it). "
              "Held-out: avg@4 by real execution of the env's reward quantity (the position score; on DSBench the "
-             "RPG, with DSBench's own mean RPG in brackets). Rule: the anchor weight the run trained under "
-             "(`none`, w_A = 1, is the default since issue 28; earlier runs had `eta2`). Wall and CPU seconds "
+             "RPG, with DSBench's own mean RPG in brackets). Corrections: the anchor weight the run trained under "
+             "(`none`, w_A = 1, is the default since issue 28; earlier runs had `eta2`) and its calibrator's "
+             "global map, unless isotonic (`chosen`, a line unless isotonic wins out of fold, is the default "
+             "since 2026-12-04). Wall and CPU seconds "
              "compare only between runs made side by side (the per-run table gives when each finished): the same "
              "machine type runs at different speeds from one session to the next.", "",
-             "| executor, rule | seeds | job wall (min) | ledger CPU-s | held-out untrained | held-out trained |",
+             "| executor, corrections | seeds | job wall (min) | ledger CPU-s | held-out untrained | held-out trained |",
              "|---|---|---:|---:|---:|---:|"]
     for name, row in summary["executors"].items():
         wall = tuple(v / 60 for v in row["job_wall_s"])
         lines.append(f"| {name} | {', '.join(map(str, row['seeds']))} | {fmt(wall, 2)} | {fmt(row['ledger_cpu_s'], 0)} "
                      f"| {fmt(row['heldout_untrained'])} | {fmt(row['heldout_trained'])} |")
-    for rule, p in summary["pairs"].items():
-        lines += ["", f"Per seed under `{rule}` (paired, seeds {p['seeds']}): cold wall / default wall = "
+    for corrections, p in summary["pairs"].items():
+        lines += ["", f"Per seed under `{corrections}` (paired, seeds {p['seeds']}): cold wall / default wall = "
                       f"{fmt(p['wall_ratio'], 2)}x; held-out trained, default − cold = {fmt(p['heldout_difference'])}."]
-    lines += ["", "| executor | rule | seed | job wall (s) | ledger CPU-s | held-out untrained | held-out trained | "
+    lines += ["", "| executor | corrections | seed | job wall (s) | ledger CPU-s | held-out untrained | held-out trained | "
                   "finished (UTC) | commit |",
               "|---|---|---:|---:|---:|---:|---:|---|---|"]
-    for r in sorted(runs, key=lambda r: (rule_of(r), r["executor"], r["seed"])):
+    for r in sorted(runs, key=lambda r: (corrections_of(r), r["executor"], r["seed"])):
         rpg = "" if r.get("heldout_rpg_trained") is None else \
             f" (RPG {r['heldout_rpg_untrained']:.3f} -> {r['heldout_rpg_trained']:.3f})"
-        lines.append(f"| {r['executor']} | {rule_of(r)} | {r['seed']} | {r['job_wall_s']:.0f} | {r['ledger_cpu_s']:.0f} | "
+        lines.append(f"| {r['executor']} | {corrections_of(r)} | {r['seed']} | {r['job_wall_s']:.0f} | {r['ledger_cpu_s']:.0f} | "
                      f"{r['heldout_untrained']:.3f} | {r['heldout_trained']:.3f}{rpg} | "
                      f"{r['machine']['date'][:16].replace('T', ' ')} | `{r['machine']['commit'][:10]}` |")
     flag = "" if env == DEFAULT_ENV else f" --env {env}"
@@ -134,10 +150,11 @@ def main() -> None:
     args = parser.parse_args()
     prefix, name = ("", "main_job") if args.env == DEFAULT_ENV else ("dsbench-", "main_job_dsbench")
     RUNS.mkdir(parents=True, exist_ok=True)
-    rule = FusionConfig().rule  # the rule the job trains under: the default, as a user's run would
+    # The corrections the job trains under: the defaults, as a user's run would.
+    slug = run_slug(FusionConfig().rule, CalibratorConfig().global_form)
     for seed in args.seeds:
         for executor in args.executors:
-            path = RUNS / f"{prefix}{executor}-{rule}-s{seed}.json"
+            path = RUNS / f"{prefix}{executor}-{slug}-s{seed}.json"
             if path.exists():
                 print(f"{path.name}: already there, skipped")
                 continue
