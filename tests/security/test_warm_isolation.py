@@ -123,8 +123,10 @@ def test_a_run_leaves_nothing_for_the_next(arena):
     assert before["numpy"] == [1.5, 3.141592653589793, False, 5.0] and not before["builtins"]
     assert before["marked_modules"] == [] and "WMRL_LEAK" not in after["env"] and not after["sysv_shm"]
     # A fresh interpreter's SIGINT: Python's handler, unless SIGINT was ignored when this one
-    # started (a job started with `&` and no job control), which every child inherits.
-    fresh_sigint = signal.SIG_IGN if signal.getsignal(signal.SIGINT) == signal.SIG_IGN else signal.default_int_handler
+    # started (a job started with `&` and no job control), which every child inherits. A Docker
+    # container is no child of this process: dockerd starts it, so it never inherits that.
+    inherits = arena.executor.name != "docker" and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    fresh_sigint = signal.SIG_IGN if inherits else signal.default_int_handler
     assert before["signals"][str(int(signal.SIGINT))] == str(fresh_sigint)
     assert before["signals"][str(int(signal.SIGTERM))] == str(signal.SIG_DFL) and before["blocked"] == []
     assert zygote_of(arena) is zygote  # the same zygote served every run
