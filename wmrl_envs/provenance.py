@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wmrl_envs.sandbox.arithmetic import arithmetic
+from wmrl_envs.sandbox.arithmetic import arithmetic, cpuinfo_field, read_cpuinfo
 
 #: The checkout this package runs from (a wheel install has no ``.git`` there).
 _CHECKOUT = Path(__file__).resolve().parents[1]
@@ -46,13 +46,7 @@ def git_state(root: Path = _CHECKOUT) -> tuple[str, bool | None]:
 
 def cpu_model() -> str:
     """The processor's model name (``/proc/cpuinfo`` on Linux), else what ``platform`` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    return cpuinfo_field(read_cpuinfo(), "model name") or platform.processor() or "unknown"
 
 
 def provenance() -> dict[str, Any]:
@@ -60,8 +54,8 @@ def provenance() -> dict[str, Any]:
     commit, dirty = git_state()
     ram_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {"commit": commit, "dirty": dirty, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "cores": os.cpu_count(), "cpu": cpu_model(), "arithmetic": arithmetic(), "ram_gib": round(ram_gib, 1), "python": platform.python_version(),
-            "platform": platform.platform(), "argv": sys.argv[1:]}
+            "cores": os.cpu_count(), "cpu": cpu_model(), "arithmetic": arithmetic(), "ram_gib": round(ram_gib, 1),
+            "python": platform.python_version(), "platform": platform.platform(), "argv": sys.argv[1:]}
 
 
 def _git(root: Path, *args: str) -> str:

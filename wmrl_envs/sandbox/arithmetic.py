@@ -36,12 +36,26 @@ PORTABLE_ENV = {"OPENBLAS_CORETYPE": "Haswell", "NPY_ENABLE_CPU_FEATURES": "X86_
 _V3_FLAGS = frozenset({"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"})
 
 
+def cpuinfo_field(cpuinfo: str, name: str) -> str | None:
+    """The first processor's ``name`` field in a ``/proc/cpuinfo`` text (None when it has none)."""
+    for line in cpuinfo.splitlines():
+        if line.startswith(name):
+            return line.partition(":")[2].strip()
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def read_cpuinfo() -> str:
+    """This host's ``/proc/cpuinfo`` (empty where there is none)."""
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
 def cpu_flags(cpuinfo: str) -> frozenset[str]:
     """The first processor's feature flags in a ``/proc/cpuinfo`` text (empty when it has none)."""
-    for line in cpuinfo.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.partition(":")[2].split())
-    return frozenset()
+    return frozenset((cpuinfo_field(cpuinfo, "flags") or "").split())
 
 
 def supports_portable(machine: str, flags: frozenset[str]) -> bool:
@@ -52,11 +66,7 @@ def supports_portable(machine: str, flags: frozenset[str]) -> bool:
 @functools.lru_cache(maxsize=1)
 def arithmetic() -> str:
     """The arithmetic this host's sandboxed scripts run with: :data:`PORTABLE` or :data:`NATIVE`."""
-    try:
-        flags = cpu_flags(Path("/proc/cpuinfo").read_text())
-    except OSError:
-        flags = frozenset()
-    return PORTABLE if supports_portable(platform.machine(), flags) else NATIVE
+    return PORTABLE if supports_portable(platform.machine(), cpu_flags(read_cpuinfo())) else NATIVE
 
 
 def arithmetic_env() -> dict[str, str]:
