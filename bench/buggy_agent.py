@@ -33,8 +33,10 @@ Recorded per run, in ``bench/results/buggy_agent/<run>.json`` as each run finish
 * the final held-out score and the ledger.
 
 A rerun skips the runs already there, unless the arm's world model changed since (the shipped
-artefact gained a status head, say) or the run predates the ledger charging memoized replays:
-such a run is stale and trains again (with the memo, in seconds to a few minutes). Executions are
+artefact gained a status head, say) or a ``wmrl`` run trained under other corrections than the
+defaults now apply (its anchor-weight rule and global map are recorded): such a run is stale,
+left out of the report, and trains again (with the memo, in seconds to a few minutes). So does a
+run that predates the ledger charging memoized replays. Executions are
 memoized as in ``bench/stress.py`` (:mod:`bench.training`) (every reuse charged its first run's cost).
 Aggregates (mean ± SE over seeds) of every finished run in the folder go to
 ``bench/results/buggy_agent.json``, ``.md`` and ``.png``.
@@ -272,6 +274,29 @@ def run_config(key: RunKey, args: argparse.Namespace, arm: WorldModelArm | None)
         tensorboard=False, **(arm.config() if arm else {}))
 
 
+def corrections(config: WMRLConfig) -> dict[str, str] | None:
+    """The corrections a run trains under (anchor-weight rule and global calibration map), or
+    None for an arm without anchors, which has none to apply."""
+    if not config.uses_anchors:
+        return None
+    return {"fusion_rule": config.fusion.rule, "calibration_global_form": config.calibration.global_form}
+
+
+def stale_reason(result: dict[str, Any], args: argparse.Namespace,
+                 world_models: dict[str, WorldModelArm]) -> str | None:
+    """Why a finished run no longer stands for its arm (None: it does): its world model changed, or
+    it trained under other corrections than its config applies now (a default changed; runs that
+    predate recording them count as other)."""
+    key = RunKey(**result["key"])
+    arm = world_models.get(key.world_model)
+    if result["world_model"] != (arm.fingerprint if arm else None):
+        return f"its world model was {result['world_model']}"
+    wanted = corrections(run_config(key, args, arm))
+    if wanted is not None and result.get("corrections") != wanted:
+        return f"it trained under corrections {result.get('corrections', 'not recorded')}, not {wanted}"
+    return None
+
+
 def executed_share(config: WMRLConfig) -> float:
     """The share of training groups executed: every one in ``real``, none in ``world_model``, the anchors of
     the run's (non-adaptive) schedule in ``wmrl``: the real signal each arm gets."""
@@ -317,8 +342,9 @@ def train_run(key: RunKey, args: argparse.Namespace, memo: ExecutionMemo, eval_t
             "train": training_figures(adapter.rows, args.steps),
             "compute_cpu_s": trainer.ledger.total_cpu_s(),
             "by_category_cpu_s": {c: e.cpu_s for c, e in trainer.ledger.totals.items()},
-            "fusion_c": trainer.c, "executions_run": core.scorer.ran, "executions_reused": core.scorer.reused,
-            "memo_replays_charged": True,
+            "fusion_c": trainer.c, "corrections": corrections(config),
+            "executions_run": core.scorer.ran, "executions_reused": core.scorer.reused,
+            "memo_replays_charged": True, "provenance": provenance(),
             "wall_s": time.perf_counter() - start}
 
 
@@ -330,13 +356,12 @@ def run_or_load(key: RunKey, args: argparse.Namespace, memo: ExecutionMemo, eval
                 world_models: dict[str, WorldModelArm]) -> dict[str, Any]:
     """A run's summary: from its file when it finished with the same world model, else trained now and saved."""
     path = args.results / f"{key.name}.json"
-    arm = world_models.get(key.world_model)
     if path.exists():
         result = load_run(path, settings_of(args))
-        changed = result["world_model"] != (arm.fingerprint if arm else None)
-        if not changed and result.get("memo_replays_charged"):
+        why = stale_reason(result, args, world_models) or (
+            None if result.get("memo_replays_charged") else "its ledger charged no memo replays")
+        if why is None:
             return result
-        why = f"its world model was {result['world_model']}" if changed else "its ledger charged no memo replays"
         print(f"run {key.name}: stale ({why}), training again", flush=True)
     print(f"run {key.name}", flush=True)
     result = train_run(key, args, memo, eval_tasks, world_models)
@@ -549,8 +574,7 @@ def main(argv: list[str] | None = None) -> None:
             run_or_load(key, args, memo, eval_tasks, world_models)
     # Every finished run of the folder, not only this invocation's: the grid spans invocations.
     results = [load_run(path, settings_of(args)) for path in sorted(args.results.glob("*.json"))]
-    current = [r for r in results
-               if r["world_model"] is None or r["world_model"] == world_models[r["key"]["world_model"]].fingerprint]
+    current = [r for r in results if stale_reason(r, args, world_models) is None]
     rows = summarise(current, world_models, args)
     eval_steps = sorted({p["step"] for r in current for p in r["curve"]})
     meta = {**provenance(), "settings": settings_of(args), "eval_steps": eval_steps,

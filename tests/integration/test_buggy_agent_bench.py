@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import importlib
 import json
+from argparse import Namespace
+from dataclasses import asdict
 
 import pytest
+
+from wmrl_envs.calibration import CalibratorConfig
+from wmrl_envs.scoring.fusion import FusionConfig
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +62,18 @@ def test_one_step_run_records_bugs_and_a_rerun_skips_it(bench, tmp_path, monkeyp
     uncharged = {k: v for k, v in result.items() if k != "memo_replays_charged"}
     (args.results / f"{key.name}.json").write_text(json.dumps(uncharged))
     assert bench.run_or_load(key, args, memo, tasks, world_models)["retrained"]
+    # A world_model run applies no corrections; a wmrl run is stale under other ones than the
+    # defaults apply now, or unrecorded ones (it predates recording them).
+    assert result["corrections"] is None and bench.stale_reason(result, args, world_models) is None
+    assert result["provenance"]["arithmetic"] in ("x86-64-v3", "native")
+    wanted = {"fusion_rule": FusionConfig().rule, "calibration_global_form": CalibratorConfig().global_form}
+    wmrl_key, args = bench.RunKey("wmrl", "old", 0), Namespace(**{**vars(args), "steps": 3})  # past the warmup
+    assert bench.corrections(bench.run_config(wmrl_key, args, old)) == wanted
+    wmrl = {**result, "key": asdict(wmrl_key), "corrections": wanted}
+    assert bench.stale_reason(wmrl, args, world_models) is None
+    assert "'eta2'" in bench.stale_reason({**wmrl, "corrections": {**wanted, "fusion_rule": "eta2"}}, args, world_models)
+    unrecorded = {k: v for k, v in wmrl.items() if k != "corrections"}
+    assert "not recorded" in bench.stale_reason(unrecorded, args, world_models)
 
 
 def test_a_replayed_execution_is_charged_like_the_run_it_replays(bench, tmp_path):
