@@ -69,6 +69,7 @@ import numpy as np
 
 from bench.common import median_flag, rerun_command
 from bench.curves import crossing, draw_curve, mean_curve
+from bench.stress_replay import STRATUM_CHECK
 from bench.training import FAST_HELDOUT, FAST_TRAIN, MEMO_NOTE, ExecutionMemo, MemoScorer, load_run
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
@@ -280,6 +281,7 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
             "fusion_anchor_real_share": config.fusion.anchor_real_share,
             "strata_debiased": [h.get("calibration/strata_debiased") for h in history],
             "stratum_z_max": [h.get("calibration/stratum_z_max") for h in history],
+            "stratum_check": STRATUM_CHECK,
             "monotone_ok": [h.get("calibration/monotone_ok") for h in history],
             "pairs_per_step": [h.get("calibration/n_pairs") for h in history],
             "calibrator_state": core.calibrator.state_dict(),

@@ -647,6 +647,41 @@ def test_stratum_check_leaves_an_unbiased_world_model_and_unlabelled_pairs_alone
     assert report.stratum_z == {} and "calibration/stratum_z_max" not in calibrator.metrics()
 
 
+def saturated_pairs(n: int, seed: int, bias: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A sound but saturating world model (wm = 1 - exp(-7 real), nearly noiseless) over three
+    families at three levels of the real score; ``bias`` over-scores the middle one."""
+    rng = np.random.default_rng(seed)
+    strata = np.array([("linear", "tree", "boosting")[i % 3] for i in range(n)], dtype=object)
+    level = np.select([strata == "linear", strata == "tree"], [0.3, 0.6], 0.85)
+    real = np.clip(level + rng.normal(0, 0.05, n), 0, 1)
+    wm = 1 - np.exp(-7 * real) + rng.normal(0, 0.003, n) + np.where(strata == "tree", bias, 0.0)
+    return wm, real, strata
+
+
+def test_the_stratum_check_reads_a_monotone_map_where_the_reward_map_is_a_line() -> None:
+    """A line misfits a saturating world model by level: the families at other levels carry its
+    residual, past the alarm. The check reads the same maps with an isotonic global map, which the
+    world model's real scores follow, and stays silent; a family bias still sounds it."""
+    for seed in range(5):
+        wm, real, strata = saturated_pairs(120, seed)
+        calibrator = Calibrator(CalibratorConfig(global_form="affine"))
+        calibrator.add_pairs(wm, real, strata=list(strata))
+        line_residual = calibrator.calibrate(wm) - real  # what the line leaves, in sample
+        bias, z = stratum_residuals(line_residual, strata, np.arange(wm.size), min_pairs=8)
+        assert bias["boosting"] < -0.1 and z["boosting"] < -3.5  # the line's misfit, as the old check read it
+        report = calibrator.audit()
+        assert report.monotone_ok, report.reasons
+        assert max(abs(value) for value in report.stratum_bias.values()) < 0.05
+        assert report.cv_calibration_mae > 0.05  # the reward's own (line) residual is still reported
+        gated = Calibrator(CalibratorConfig(global_form="affine", debias_flagged_strata=True))
+        gated.add_pairs(wm, real, strata=list(strata))
+        assert gated.debiased_strata == {}  # nothing to correct: no family is set aside
+        wm, real, strata = saturated_pairs(120, seed, bias=0.15)
+        biased = Calibrator(CalibratorConfig(global_form="affine"))
+        biased.add_pairs(wm, real, strata=list(strata))
+        assert any("'tree'" in reason and "over-scores" in reason for reason in biased.audit().reasons)
+
+
 def test_stratum_needs_min_pairs_and_min_bias() -> None:
     wm, real, strata = stratified_pairs(120, bias=0.3, seed=0)
     few = Calibrator(CalibratorConfig(min_stratum_pairs=31))  # knn has 30 pairs

@@ -28,6 +28,8 @@ def recorded_run(tmp_path, steps: int = 10, per_step: int = 12, biased: str = "c
         calibrator.add_pairs(wm, real, tasks, strata)
         history.append(calibrator.metrics())
     record = {"stratum_z_max": [h.get("calibration/stratum_z_max") for h in history],
+              "stratum_check": stress_replay.STRATUM_CHECK,
+              "global_affine": [h.get("calibration/global_affine") for h in history],
               "pairs_per_step": [h.get("calibration/n_pairs") for h in history],
               "calibrator_state": calibrator.state_dict()}
     path = tmp_path / "run.json"
@@ -72,3 +74,23 @@ def test_pair_counts_that_do_not_end_at_the_state_are_refused(tmp_path):
     record["pairs_per_step"][-1] -= 1
     with pytest.raises(stress_replay.ReplayError, match="does not end"):
         stress_replay.replay(record)
+
+
+def test_steps_an_older_run_logged_from_the_line_are_shown_but_not_compared(tmp_path, capsys):
+    """Before the stratum check read a monotone map, a step whose global map was a line logged
+    the line's residuals: the replay cannot give them, so such a step is marked, not failed."""
+    path, _ = recorded_run(tmp_path, biased="none", debias=False)
+    record = json.loads(path.read_text())
+    line_steps = [i for i, line in enumerate(record["global_affine"]) if line == 1.0]
+    checked = [i for i in line_steps if record["stratum_z_max"][i] is not None]
+    assert checked  # a sound world model whose real score is linear in it: the chosen map is the line
+    record["stratum_z_max"][checked[0]] += 0.5
+    path.write_text(json.dumps(record))
+    assert stress_replay.main([str(path)]) == 1  # recorded with the monotone check: a real difference
+    del record["stratum_check"]
+    path.write_text(json.dumps(record))
+    assert stress_replay.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("(logged: the line's)") == len(line_steps)
+    readings = stress_replay.replay(record)
+    assert [r.step - 1 for r in readings if not r.comparable] == line_steps

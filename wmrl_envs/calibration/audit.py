@@ -43,13 +43,13 @@ class AuditReport:
             score are not comparable and are left out.
         task_spearman: Spearman's rho per task with at least 40 pairs.
         nonmonotone_z: How many standard errors the unconstrained challenger (mean real
-            score per world-model-score quantile bin) beats the calibrated scores by, in
+            score per world-model-score quantile bin) beats the monotone map's scores by, in
             cross-fitted squared error (from 20 pairs on). Positive: the challenger is better.
         mae_raw: MAE of raw scores (clipped to range) vs real scores.
         cv_calibration_mae: MAE of cross-fitted calibrated scores vs real scores, over the
             same pairs.
-        stratum_bias: Mean cross-fitted residual (calibrated minus real) of each stratum with
-            at least ``min_stratum_pairs`` pairs.
+        stratum_bias: Mean cross-fitted residual (calibrated minus real, under a monotone global
+            map) of each stratum with at least ``min_stratum_pairs`` pairs.
         stratum_z: That mean in standard errors, per stratum.
         stratum_distinct_pairs: Distinct pairs (copies of one script's pair counted once) of
             each stratum checked, what the stratum check's degrees of freedom count.
@@ -71,14 +71,17 @@ class AuditReport:
     reasons: list[str]
 
 
-def run_audit(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.ndarray,
-              calibrated: np.ndarray, folds: np.ndarray, mapped: bool, config: CalibratorConfig) -> AuditReport:
+def run_audit(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.ndarray, calibrated: np.ndarray,
+              monotone: np.ndarray, folds: np.ndarray, mapped: bool, config: CalibratorConfig) -> AuditReport:
     """Audit the pairs ``(wm, real)`` of a calibrator's window.
 
     Args:
         wm, real: Raw world-model and real scores of the pairs.
         tasks, strata: Each pair's task id and stratum (``None``: none).
         calibrated: Each pair's cross-fitted calibrated score (what η̂² reads).
+        monotone: The same under a monotone global map (the calibrated score itself, unless the
+            global map is a line): what the challenger and the stratum check read, since they
+            ask whether the real score is a monotone function of the world-model score.
         folds: Each pair's cross-fitting fold.
         mapped: Whether a map is fitted (the identity has no challenger to face).
         config: The calibrator's settings (thresholds).
@@ -92,7 +95,7 @@ def run_audit(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.nd
             if count >= _MIN_RANK_PAIRS:
                 rows = tasks == name
                 task_rho[name] = _spearman(wm[rows], real[rows])
-    residual = calibrated - real
+    residual = monotone - real
     if wm.size >= _MIN_CHALLENGER_PAIRS and mapped:
         # Cross-fitted like eta2: the maps it competes with are fitted on these pairs.
         challenger = cross_fit(folds, lambda train, test: _binned_means(wm[train], real[train], wm[test]))
@@ -125,7 +128,7 @@ def run_audit(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.nd
         task_spearman=task_rho,
         nonmonotone_z=z,
         mae_raw=mean(np.abs(np.clip(wm, *config.score_range) - real)),
-        cv_calibration_mae=mean(np.abs(residual)),
+        cv_calibration_mae=mean(np.abs(calibrated - real)),
         stratum_bias=bias,
         stratum_z=bias_z,
         stratum_distinct_pairs=distinct_pairs(strata, repeats, bias),

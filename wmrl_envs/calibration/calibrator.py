@@ -16,7 +16,7 @@ import numpy as np
 from wmrl_envs.calibration.audit import AuditReport, run_audit
 from wmrl_envs.calibration.config import CalibratorConfig
 from wmrl_envs.calibration.data import ArrayLike, TaskIds, as_scores, as_tasks, require_data
-from wmrl_envs.calibration.maps import CalibrationMap, Maps, apply_maps, cross_fit, fit_like, fit_maps, mean
+from wmrl_envs.calibration.maps import CalibrationMap, Maps, apply_maps, cross_fitted, fit_maps, mean
 from wmrl_envs.errors import CalibrationDataError
 
 _STATE_FORMAT = 1
@@ -53,7 +53,7 @@ class Calibrator:
         self._tasks = np.empty(0, dtype=object)  # str, or None for untasked pairs
         self._strata = np.empty(0, dtype=object)  # str, or None for a pair of no stratum
         self._maps = Maps(None, {}, math.inf)
-        self._oof: np.ndarray | None = None  # cross-fitted predictions, computed lazily
+        self._oof: dict[bool, np.ndarray] = {}  # cross-fitted predictions (monotone or not), computed lazily
         self._audit: AuditReport | None = None
 
     @property
@@ -97,7 +97,7 @@ class Calibrator:
             recent = self._recent()
             self._maps = fit_maps(self._wm[recent], self._real[recent], self._tasks[recent], self.config,
                                   self._strata[recent], self._folds())
-            self._oof = None
+            self._oof = {}
             self._audit = None
 
     def calibrate(self, wm_scores: ArrayLike, task_ids: TaskIds = None, strata: TaskIds = None) -> np.ndarray:
@@ -176,13 +176,17 @@ class Calibrator:
           score, must not beat the calibrated scores by more than ``nonmonotone_z``
           standard errors in cross-fitted squared error. This catches a local reversal
           (say, over the top third of scores) that leaves the rank statistics high.
+        * No stratum's mean calibrated residual may pass the stratum check's alarm.
+        * The last two read the calibrated scores of a monotone map: where the global map
+          is a line (``global_form``), of the same maps with an isotonic global map. A line
+          that misfits a curved world model would otherwise fail them with a monotone truth.
         """
         with self._lock:
             if self._audit is None:
                 recent = self._recent()
                 self._audit = run_audit(self._wm[recent], self._real[recent], self._tasks[recent],
-                                        self._strata[recent], self._cross_fitted(), self._folds(),
-                                        self._maps.global_map is not None, self.config)
+                                        self._strata[recent], self._cross_fitted(), self._cross_fitted(monotone=True),
+                                        self._folds(), self._maps.global_map is not None, self.config)
             return self._audit
 
     def metrics(self) -> dict[str, float]:
@@ -254,19 +258,21 @@ class Calibrator:
         window = self.config.pair_window
         return slice(0 if window is None else max(0, self._wm.size - window), self._wm.size)
 
-    def _cross_fitted(self) -> np.ndarray:
-        """Out-of-fold calibrated score of every pair of the window, in pair order (cached)."""
-        if self._oof is None:
+    def _cross_fitted(self, monotone: bool = False) -> np.ndarray:
+        """Out-of-fold calibrated score of every pair of the window, in pair order (cached).
+        ``monotone``: with an isotonic global map where the maps have a line, as the audit reads
+        them (:func:`~wmrl_envs.calibration.maps.cross_fitted`)."""
+        monotone = monotone and self._maps.global_form != "isotonic"
+        if monotone not in self._oof:
             recent = self._recent()
-            wm, real, tasks, strata = (self._wm[recent], self._real[recent], self._tasks[recent],
-                                       self._strata[recent])
+            wm = self._wm[recent]
             if self._maps.global_map is None:  # the identity has nothing to cross-fit
-                self._oof = np.clip(wm, *self.config.score_range)
+                self._oof[monotone] = np.clip(wm, *self.config.score_range)
             else:
-                self._oof = cross_fit(self._folds(), lambda train, test: apply_maps(
-                    fit_like(self._maps, wm[train], real[train], tasks[train], self.config, strata[train]),
-                    wm[test], tasks[test], self.config, strata[test]))
-        return self._oof
+                self._oof[monotone] = cross_fitted(self._maps, wm, self._real[recent], self._tasks[recent],
+                                                   self.config, self._folds(), self._strata[recent],
+                                                   monotone=monotone)
+        return self._oof[monotone]
 
     def _folds(self) -> np.ndarray:
         # The j-th pair is in fold j mod K, so a pair keeps its fold as pairs accumulate and

@@ -115,9 +115,9 @@ def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np
                  config: CalibratorConfig, folds: np.ndarray, form: str) -> Maps:
     """Maps that correct only the strata the stratum check flags.
 
-    The check reads the residuals of the global and task maps, cross-fitted over ``folds``.
-    The most flagged stratum is set aside: its pairs leave the maps, which they bend towards
-    their bias (a family the world model over-scores by 0.5 makes every other family look
+    The check reads the residuals of the global and task maps, cross-fitted over ``folds``, with
+    an isotonic global map where the reward's is a line (see :func:`cross_fitted`). The most
+    flagged stratum is set aside: its pairs leave the maps, which they bend towards their bias (a family the world model over-scores by 0.5 makes every other family look
     under-scored near its scores). The maps are refitted on the rest, and the check runs again
     until no stratum left in them is flagged. Each stratum set aside gets an offset, its mean
     residual under the final maps, which :func:`apply_maps` subtracts.
@@ -128,11 +128,12 @@ def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np
         kept = np.array([stratum not in offsets for stratum in strata])
         task_prior, task_maps = _pooled_maps(wm[kept], real[kept], tasks[kept], config, config.task_prior_pairs, form)
         maps = Maps(_global_map(wm[kept], real[kept], config, form), task_maps, task_prior, global_form=form)
-        residual = cross_fit(folds, lambda train, test: apply_maps(
-            fit_like(maps, wm[train & kept], real[train & kept], tasks[train & kept], config),
-            wm[test], tasks[test], config)) - real
-        bias, z = stratum_residuals(residual, strata, repeats, config.min_stratum_pairs)
-        offsets = {name: bias[name] for name in offsets}
+        residual = cross_fitted(maps, wm, real, tasks, config, folds, kept=kept) - real
+        # The offsets are what the maps leave; the flags read a monotone map's residual, as the audit does.
+        check = residual if form == "isotonic" else (
+            cross_fitted(maps, wm, real, tasks, config, folds, kept=kept, monotone=True) - real)
+        offsets = {name: float(residual[strata == name].mean()) for name in offsets}
+        bias, z = stratum_residuals(check, strata, repeats, config.min_stratum_pairs)
         flagged = {name: abs(z[name]) for name in flagged_strata(bias, z, config) if name not in offsets}
         if not flagged:
             return replace(maps, stratum_offsets=offsets)
@@ -140,7 +141,7 @@ def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np
         rest = kept & (strata != worst)
         if rest.sum() < config.min_pairs_global or np.ptp(real[rest]) == 0:
             return replace(maps, stratum_offsets=offsets)  # too little would be left to map
-        offsets[worst] = bias[worst]
+        offsets[worst] = float(residual[strata == worst].mean())
 
 
 def _pooled_maps(wm: np.ndarray, real: np.ndarray, keys: np.ndarray, config: CalibratorConfig,
@@ -216,21 +217,42 @@ def _pool_weight(n_pairs: np.ndarray | int, prior: float) -> np.ndarray | float:
 
 
 def fit_like(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
-             strata: np.ndarray | None = None) -> Maps:
+             strata: np.ndarray | None = None, monotone: bool = False) -> Maps:
     """The same maps as ``maps``, refitted on other pairs (a fold's training set).
 
     Strata set aside (``stratum_offsets``) stay aside: the maps are refitted without their
-    pairs, and each offset is refitted as the stratum's mean residual here."""
+    pairs, and each offset is refitted as the stratum's mean residual here. ``monotone``: with
+    an isotonic global map where ``maps`` has a line (see :func:`cross_fitted`)."""
     if maps.stratum_offsets and strata is not None:
         aside = np.array([stratum in maps.stratum_offsets for stratum in strata])
-        refitted = fit_like(replace(maps, stratum_offsets={}), wm[~aside], real[~aside], tasks[~aside], config)
+        refitted = fit_like(replace(maps, stratum_offsets={}), wm[~aside], real[~aside], tasks[~aside], config,
+                            monotone=monotone)
         residual = apply_maps(refitted, wm[aside], tasks[aside], config) - real[aside]
         offsets = {name: float(residual[rows].mean()) for name in maps.stratum_offsets
                    if (rows := strata[aside] == name).any()}
         return replace(refitted, stratum_offsets=offsets)
+    form = "isotonic" if monotone else maps.global_form
     stratum_maps = {} if strata is None else _fit_task_maps(maps.stratum_maps, wm, real, strata, config)
-    return Maps(_global_map(wm, real, config, maps.global_form), _fit_task_maps(maps.task_maps, wm, real, tasks, config),
-                maps.task_prior, stratum_maps, maps.stratum_prior, global_form=maps.global_form)
+    return Maps(_global_map(wm, real, config, form), _fit_task_maps(maps.task_maps, wm, real, tasks, config),
+                maps.task_prior, stratum_maps, maps.stratum_prior, global_form=form)
+
+
+def cross_fitted(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
+                 folds: np.ndarray, strata: np.ndarray | None = None, kept: np.ndarray | None = None,
+                 monotone: bool = False) -> np.ndarray:
+    """Each pair's calibrated score under ``maps`` refitted on the other folds' pairs (those ``kept``:
+    default all).
+
+    ``monotone``: under the same maps with an isotonic global map in place of a line, which is
+    what the audit's stratum check and its non-monotone challenger read. They ask whether the
+    real score is a monotone function of the world-model score; a line that misfits a curved
+    (say, saturating) world model leaves a residual on every family that sits at another level
+    of the score, and the stratum check cannot tell that from a family-dependent error."""
+    fit = np.ones(wm.size, dtype=bool) if kept is None else kept
+    return cross_fit(folds, lambda train, test: apply_maps(
+        fit_like(maps, wm[train & fit], real[train & fit], tasks[train & fit], config,
+                 None if strata is None else strata[train & fit], monotone),
+        wm[test], tasks[test], config, None if strata is None else strata[test]))
 
 
 def _fit_task_maps(names: Iterable[str], wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
