@@ -44,7 +44,9 @@ calibrated world-model score) and ``calibration_task_prior_pairs=<n>`` (a fixed 
 per-task maps, ``1e6`` the global map alone).
 Its per-run summaries (curve, final score, anchor pairs, w_A trace) are written to
 ``bench/results/stress_runs/corrections/`` so that a grid resumes on another machine and can
-be audited; the execution memo stays under ``runs/``.
+be audited; the execution memo stays under ``runs/``. ``--report --pool RUNS...`` reads several
+such folders as separate draws of the same grid (another machine, arithmetic or set of seeds):
+seed s of the D-th folder is reported as 1000·D + s, so one seed run in two draws is two pairs.
 
 Both presets train 8 steps of 8 groups x 4 rollouts on 12 fast train tasks (learning rate
 0.03) and evaluate avg@4 on 6 fast held-out tasks at steps 0, 4 and 8.
@@ -317,8 +319,12 @@ def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         k = r["key"]
-        groups.setdefault((k["corruption"], k["strength"], k["mode"], k["advantage"], k["adaptive"],
-                           k.get("variant", "")), []).append(r)
+        group = groups.setdefault((k["corruption"], k["strength"], k["mode"], k["advantage"], k["adaptive"],
+                                   k.get("variant", "")), [])
+        if any(other["key"]["seed"] == k["seed"] for other in group):
+            raise SystemExit(f"two runs of {mode_label(k['mode'], k.get('variant', ''))} on {k['corruption']}, seed "
+                             f"{k['seed']}: one folder holds each run once (pool folders with --pool)")
+        group.append(r)
     curves = {g: mean_curve(rs) for g, rs in groups.items()}
     rows = []
     for corruption, strength in args.corruptions:
@@ -528,6 +534,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=None, help="parallel executions (default: one per core)")
     parser.add_argument("--runs", type=Path, help="per-run results (default: runs/stress/<preset>; corrections: "
                                                   "bench/results/stress_runs/corrections, committed)")
+    parser.add_argument("--pool", nargs="+", type=Path, metavar="RUNS",
+                        help="with --report: pool the runs of --seeds in these folders, each folder a draw of its "
+                             f"own (seed s of the D-th folder is reported as {POOL_SEED_STRIDE}·D + s)")
     parser.add_argument("--memo-dir", type=Path, help="the execution memo and run folders (default: runs/stress/<preset>)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--name", help="results file name (default: stress; corrections, confirmation: stress_<preset>)")
@@ -544,6 +553,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.memo_dir = ROOT / "runs" / "stress" / args.preset
     if args.runs is None:
         args.runs = ROOT / "bench" / "results" / "stress_runs" / args.preset if committed else args.memo_dir
+    if args.pool and not args.report:
+        parser.error("--pool reads finished runs: use it with --report")
     args.corruptions = [parse_corruption(c) for c in args.corruptions]
     args.adaptive = [a == "on" for a in args.adaptive]
     for setting in (part for variant in args.sweep for part in variant.split("+")):
@@ -558,6 +569,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"fusion_rule is one of {ANCHOR_WEIGHT_RULES}, got {value!r}")
         if name == "preset" and value not in CONFIG_PRESETS:
             parser.error(f"preset is one of {sorted(CONFIG_PRESETS)}, got {value!r}")
+    for variant in [] if args.report else args.sweep:
+        if all(names_a_default(setting) for setting in variant.split("+")):
+            parser.error(f"--sweep {variant} names only today's defaults: it is the default run, --modes wmrl "
+                         "(a command written before that setting became the default ran it beside another default)")
     return args
 
 
@@ -566,17 +581,42 @@ def finished_runs(runs: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
     return [as_recorded(load_run(path, settings)) for path in sorted(runs.glob("*.json"))]
 
 
+def names_a_default(setting: str) -> bool:
+    """Whether a sweep setting (NAME=VALUE) names today's default: a run swept to it is a default run."""
+    name, _, value = setting.partition("=")
+    defaults = {"fusion_rule": DEFAULT_RULE, "calibration_global_form": DEFAULT_GLOBAL_FORM,
+                **{switch: str(on).lower() for switch, on in DEFAULT_SWITCHES.items()}}
+    return defaults.get(name) == value
+
+
+#: A pooled report's seed for seed s of draw D (1, 2, ... in ``--pool`` order): POOL_SEED_STRIDE * D + s.
+POOL_SEED_STRIDE = 1000
+
+
+def pooled_runs(folders: list[Path], settings: dict[str, Any], seeds: list[int]) -> list[dict[str, Any]]:
+    """The finished runs of ``seeds`` in each folder, each folder a draw of its own (another machine,
+    another arithmetic, or other seeds): seed s of draw D becomes ``POOL_SEED_STRIDE * D + s``, so
+    one seed's runs in two draws are two pairs, never one overwriting the other."""
+    return [{**r, "key": {**r["key"], "seed": POOL_SEED_STRIDE * draw + r["key"]["seed"]}}
+            for draw, folder in enumerate(folders, start=1)
+            for r in finished_runs(folder, settings) if r["key"]["seed"] in seeds]
+
+
 def as_recorded(result: dict[str, Any]) -> dict[str, Any]:
     """A ``wmrl`` run made when the default correction was another one, reported under the
     correction it ran with, so a table never puts two corrections under one name: a default run
     of the ``eta2`` days becomes ``wmrl-eta2``, a stratified one ``wmrl-stratified (eta2 rule)``,
     and a rule candidate of the isotonic days ``wmrl-eta2 (isotonic map)``. A switch missing from a
     run's record was off, and a missing global map form was isotonic: the run came before the
-    setting existed. A preset fixes its whole correction, so its runs keep their name."""
+    setting existed. A preset fixes its whole correction, so its runs keep their name. A candidate
+    whose every setting names today's default is the default: a ``calibration_global_form=chosen``
+    run is plain ``wmrl`` now that the chosen map is the default."""
     key = result["key"]
     variant = key.get("variant", "")
     if key["mode"] != "wmrl" or variant.startswith("preset="):
         return result  # a preset names its whole correction itself
+    if variant and all(names_a_default(setting) for setting in variant.split("+")):
+        variant = ""  # a candidate that became the default (it keeps its name while others are joined to it)
     if not variant:
         variant = "+".join(f"{name}={str(result.get(name, False)).lower()}"
                            for name, default in DEFAULT_SWITCHES.items() if result.get(name, False) != default)
@@ -613,8 +653,9 @@ def main(argv: list[str] | None = None) -> None:
     base.predict(eval_tasks[:1], ["print(0)"])  # loads the encoder now, so no run is charged for it
     settings = {name: getattr(args, name) for name in RUN_SETTINGS}
     if args.report:
-        results = [r for r in finished_runs(args.runs, settings)
-                   if r["key"]["mode"] in args.modes and r["key"]["seed"] in args.seeds]
+        found = (pooled_runs(args.pool, settings, args.seeds) if args.pool else
+                 [r for r in finished_runs(args.runs, settings) if r["key"]["seed"] in args.seeds])
+        results = [r for r in found if r["key"]["mode"] in args.modes]
         args.corruptions = list(dict.fromkeys((r["key"]["corruption"], r["key"]["strength"]) for r in results
                                               if r["key"]["corruption"] != "any"))
         args.advantages = list(dict.fromkeys(r["key"]["advantage"] for r in results))
@@ -625,7 +666,8 @@ def main(argv: list[str] | None = None) -> None:
     meta = {**provenance(), "n_eval_tasks": len(eval_tasks), "memo": MEMO_NOTE,
             "heldout_se": "SE over seeds (over tasks when one seed)",
             "real_runs": "shared by every corruption (real execution reads no world model)",
-            "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
+            "config": {k: (str(v) if isinstance(v, Path) else [str(p) for p in v] if k == "pool" and v else v)
+                       for k, v in vars(args).items()}}
     md = "### WMRL when the world model is wrong (stress protocol)\n\n" + markdown(rows, meta)
     if len(args.seeds) >= ACCEPTANCE_SEEDS:
         meta["acceptance"], tables = acceptance_sections(rows, WMRLConfig().calibration.stratum_z)

@@ -1,5 +1,8 @@
 """The stress bench's naming of candidates: a run's settings and its label follow its variant."""
 
+import argparse
+import json
+
 import pytest
 
 from bench import stress
@@ -67,6 +70,45 @@ def test_a_rule_candidate_of_the_isotonic_days_is_reported_under_its_map_form(mo
     # A preset fixes its own map form.
     preset = {"key": {"mode": "wmrl", "variant": "preset=paper"}, "fusion_rule": "paper"}
     assert stress.as_recorded(preset) == preset
+
+
+def test_a_candidate_that_became_the_default_is_reported_as_the_default(monkeypatch, capsys):
+    monkeypatch.setattr(stress, "DEFAULT_GLOBAL_FORM", "chosen")
+    candidate = {"key": {"mode": "wmrl", "variant": "calibration_global_form=chosen"}, "fusion_rule": stress.DEFAULT_RULE,
+                 "calibration_global_form": "chosen"}
+    assert stress.as_recorded(candidate)["key"]["variant"] == ""
+    joined = {**candidate, "key": {"mode": "wmrl", "variant": "calibration_global_form=chosen+fusion_rule=eta2"},
+              "fusion_rule": "eta2"}
+    assert stress.as_recorded(joined) == joined  # not the default: it keeps the name it ran under
+    # Asked for again it would be a second default run of each seed: refused, except to report old runs.
+    with pytest.raises(SystemExit):
+        stress.parse_args(["--corrections", "--sweep", "calibration_global_form=chosen"])
+    assert "it is the default run" in capsys.readouterr().err
+    assert stress.parse_args(["--corrections", "--report", "--sweep", "calibration_global_form=chosen"]).report
+
+
+def test_pooled_folders_are_separate_draws_and_one_folder_holds_a_run_once(tmp_path, capsys):
+    settings = {"steps": 1}
+    record = lambda seed, variant="": {"key": {"corruption": "none", "strength": None, "mode": "wmrl",  # noqa: E731
+                                               "advantage": "std", "adaptive": False, "seed": seed, "variant": variant},
+                                       "settings": settings, "fusion_rule": stress.DEFAULT_RULE,
+                                       "calibration_global_form": stress.DEFAULT_GLOBAL_FORM,
+                                       "curve": [{"step": 0, "compute_cpu_s": 0.0, "heldout_mean": 0.5,
+                                                  "heldout_se": 0.1}],
+                                       "compute_cpu_s": 1.0, "audit_flagged_at_pairs": None,
+                                       "final_anchor_fraction": 0.1}
+    for folder, seeds in (("a", (13, 14)), ("b", (13, 15))):
+        (tmp_path / folder).mkdir()
+        for seed in seeds:
+            (tmp_path / folder / f"run{seed}.json").write_text(json.dumps(record(seed)))
+    pooled = stress.pooled_runs([tmp_path / "a", tmp_path / "b"], settings, [13, 14])
+    assert sorted(r["key"]["seed"] for r in pooled) == [1013, 1014, 2013]  # seed 15 was not asked for
+    args = argparse.Namespace(corruptions=[("none", None)], advantages=["std"])
+    assert sorted(stress.summarise(pooled, args)[0]["seeds"]) == [1013, 1014, 2013]
+    # A default run, and a candidate that named today's default, of one seed in one folder: refused.
+    twice = [stress.as_recorded(record(13)), stress.as_recorded(record(13, "calibration_global_form=chosen"))]
+    with pytest.raises(SystemExit, match="two runs of wmrl on none, seed 13"):
+        stress.summarise(twice, args)
 
 
 def test_a_label_names_the_first_setting_and_brackets_the_rest():
