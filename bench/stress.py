@@ -438,6 +438,10 @@ def markdown(rows: list[dict], meta: dict) -> str:
              f"{meta['n_eval_tasks']} tasks every {cfg['eval_every']} steps; mean ± SE over seeds {cfg['seeds']}. "
              f"Speedup: compute for `real` to reach its final held-out score / compute for the mode to reach it "
              f"(— : never reached). {MEMO_NOTE}"), ""]
+    if cfg.get("pool"):
+        draws = "; ".join(f"{POOL_SEED_STRIDE * d}s: `{folder}`" for d, folder in enumerate(cfg["pool"], start=1))
+        lines += [(f"Pooled draws (a seed s of the D-th folder is reported as {POOL_SEED_STRIDE}·D + s, so one seed "
+                   f"run in two draws is two pairs): {draws}."), ""]
     for corruption in dict.fromkeys(r["corruption"] for r in rows):
         strength = next(r["strength"] for r in rows if r["corruption"] == corruption)
         lines += [f"**{corruption}**" + (f" (strength {strength:g})" if strength is not None else ""), "",
