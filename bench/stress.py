@@ -329,13 +329,12 @@ def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
     rows = []
     for corruption, strength in args.corruptions:
         for advantage in args.advantages:
-            real = curves.get(("any", None, "real", advantage, False, ""))
-            target = float(real["score"][-1]) if real is not None else None
-            real_cost = crossing(real["compute"], real["score"], target) if real is not None else None
+            real_runs = groups.get(("any", None, "real", advantage, False, ""), [])
             for g, curve in curves.items():
                 if g[3] != advantage or (g[0], g[1]) not in (("any", None), (corruption, strength)):
                     continue
                 rs = groups[g]
+                target, real_cost = real_target(real_runs, {r["key"]["seed"] for r in rs})
                 finals = np.array([r["curve"][-1]["heldout_mean"] for r in rs])
                 cost = crossing(curve["compute"], curve["score"], target) if target is not None else None
                 flagged = [r["audit_flagged_at_pairs"] for r in rs]
@@ -355,6 +354,20 @@ def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
                     "curve": {name: values.tolist() for name, values in curve.items()},
                 })
     return rows
+
+
+def real_target(real_runs: list[dict], seeds: set[int]) -> tuple[float | None, float | None]:
+    """``real``'s final score off its mean curve, and the compute at which that curve first reaches
+    it: over the runs of ``seeds`` when ``real`` ran every one of them, else over every ``real`` run.
+    A pooled report's rows hold different seeds (one row ten, another twenty-five), and a mode's
+    curve is compared with ``real``'s on the same seeds."""
+    paired = [r for r in real_runs if r["key"]["seed"] in seeds]
+    runs = paired if paired and len(paired) == len(seeds) else real_runs
+    if not runs:
+        return None, None
+    curve = mean_curve(runs)
+    target = float(curve["score"][-1])
+    return target, crossing(curve["compute"], curve["score"], target)
 
 
 def last_value(trace: list[float | None]) -> float | None:

@@ -153,3 +153,16 @@ def test_the_acceptance_judges_the_candidate_it_is_given():
     checks, md = stress.acceptance_sections(rows, 3.5)
     assert list(checks) == ["default", "calibration_debias_flagged_strata=true"]
     assert "`wmrl` (the default)" in md and "`wmrl-flagged-strata`:" in md
+
+
+def test_the_speedup_reads_real_on_the_rows_own_seeds():
+    def run(seed, scores, compute):
+        return {"key": {"seed": seed}, "curve": [{"step": i, "compute_cpu_s": c, "heldout_mean": s, "heldout_se": 0.0}
+                                                 for i, (s, c) in enumerate(zip(scores, compute))]}
+    real = [run(1, [0.2, 0.6, 0.6], [0, 100, 200]), run(2, [0.2, 0.8, 0.4], [0, 100, 200])]
+    assert stress.real_target(real, {1}) == (pytest.approx(0.6), pytest.approx(100.0))
+    # Both seeds: the mean curve 0.2, 0.7, 0.5 reaches its final 0.5 at 60% of the first step's compute.
+    assert stress.real_target(real, {1, 2}) == (pytest.approx(0.5), pytest.approx(60.0))
+    # A seed real never ran: real's curve over every run it has.
+    assert stress.real_target(real, {1, 3}) == stress.real_target(real, {1, 2})
+    assert stress.real_target([], {1}) == (None, None)
