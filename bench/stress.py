@@ -683,13 +683,12 @@ def main(argv: list[str] | None = None) -> None:
     meta = {**provenance(), "n_eval_tasks": len(eval_tasks), "memo": MEMO_NOTE,
             "heldout_se": "SE over seeds (over tasks when one seed)",
             "real_runs": "shared by every corruption (real execution reads no world model)",
-            "config": {k: (str(v) if isinstance(v, Path) else [str(p) for p in v] if k == "pool" and v else v)
-                       for k, v in vars(args).items()}}
+            "config": dict(vars(args))}  # its paths are written as strings (json default=str)
     md = "### WMRL when the world model is wrong (stress protocol)\n\n" + markdown(rows, meta)
     if len(args.seeds) >= ACCEPTANCE_SEEDS:
         meta["acceptance"], tables = acceptance_sections(rows, WMRLConfig().calibration.stratum_z)
         md += tables
-    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
     (args.out / f"{args.name}.md").write_text(md)
     plots = plot(rows, args.out, args.name)
     print(md)
