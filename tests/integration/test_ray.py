@@ -298,11 +298,13 @@ def test_no_private_path_is_submitted(cluster, tmp_path):
         assert secret.encode() not in blob
 
 
-def test_a_submission_over_the_bound_is_an_infra_failure(cluster, ray_arena):
+def test_a_submission_over_the_bound_is_the_scripts_scored_failure(cluster, ray_arena):
     executor = RayExecutor(max_submission_mb=1)
     arena = dataclasses.replace(ray_arena, executor=executor)
     result = arena.run("open('submission.csv', 'w').write('x' * (2 << 20))\n")
-    assert result.status is ExecutionStatus.INFRA_ERROR and "over the 1 MB" in result.error, result
+    # The script chose the size: an unscored outcome would be a way never to be penalised.
+    assert result.status is ExecutionStatus.ERROR and "over the 1 MB" in result.error, result
+    assert result.submission_path is None
     small = arena.run("open('submission.csv', 'w').write('id,y\\n1,2\\n')\n")
     assert small.ok and small.submission_path.read_text() == "id,y\n1,2\n"
     small.cleanup()

@@ -304,7 +304,7 @@ def test_unknown_names_raise_and_list_the_real_executors():
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 def test_the_default_is_warm_where_the_host_allows_it_and_cold_bwrap_elsewhere(monkeypatch, caplog):
     from wmrl_envs import sandbox
-    from wmrl_envs.sandbox import DEFAULT_EXECUTOR, warm
+    from wmrl_envs.sandbox import DEFAULT_EXECUTOR, auto, warm
 
     assert DEFAULT_EXECUTOR == "auto"
     try:
@@ -315,7 +315,7 @@ def test_the_default_is_warm_where_the_host_allows_it_and_cold_bwrap_elsewhere(m
     assert make_executor().name == expected
     # A host where the warm sandbox cannot run (here: not root) gets the cold one, with one warning saying why.
     monkeypatch.setattr(warm.os, "geteuid", lambda: 1000)
-    sandbox._warn_cold_once.cache_clear()  # the warning is said once per reason and process
+    auto._warn_cold_once.cache_clear()  # the warning is said once per reason and process
     with caplog.at_level("WARNING", logger="wmrl_envs.sandbox"):
         assert make_executor("auto").name == "bwrap"
     assert "warm executor needs root" in caplog.text

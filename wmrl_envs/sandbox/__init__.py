@@ -15,8 +15,6 @@ stays cheap.
 
 from __future__ import annotations
 
-import functools
-import logging
 from typing import TYPE_CHECKING, Any
 
 from wmrl_envs.errors import SandboxUnavailableError
@@ -24,6 +22,7 @@ from wmrl_envs.sandbox.base import ExecutionResult, ExecutionStatus, Executor
 from wmrl_envs.sandbox.limits import Limits
 
 if TYPE_CHECKING:
+    from wmrl_envs.sandbox.auto import AutoExecutor
     from wmrl_envs.sandbox.bwrap import BwrapExecutor
     from wmrl_envs.sandbox.docker_executor import DockerExecutor
     from wmrl_envs.sandbox.pool import ExecutorPool
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     from wmrl_envs.sandbox.warm import WarmExecutor
 
 __all__ = [
+    "AutoExecutor",
     "BwrapExecutor",
     "DockerExecutor",
     "ExecutionResult",
@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "AutoExecutor": "wmrl_envs.sandbox.auto",
     "BwrapExecutor": "wmrl_envs.sandbox.bwrap",
     "DockerExecutor": "wmrl_envs.sandbox.docker_executor",
     "ExecutorPool": "wmrl_envs.sandbox.pool",
@@ -66,9 +67,6 @@ DEFAULT_EXECUTOR = "auto"
 EXECUTOR_HELP = ("sandbox backend: auto (the default: warm where the host allows it, else bwrap), warm, bwrap, "
                  "docker, ray or unsafe-subprocess")
 
-log = logging.getLogger(__name__)
-
-
 def make_executor(name: str = DEFAULT_EXECUTOR, **kwargs: Any) -> Executor:
     """Build an executor by name: ``"auto"`` (default), ``"bwrap"``, ``"warm"``, ``"unsafe-subprocess"``, ``"ray"``
     or ``"docker"``.
@@ -76,9 +74,10 @@ def make_executor(name: str = DEFAULT_EXECUTOR, **kwargs: Any) -> Executor:
     ``"warm"`` runs each script forked from a zygote that has already imported the runtime's
     heavy modules, as isolated as ``"bwrap"`` (see :class:`~wmrl_envs.sandbox.warm.WarmExecutor`)
     and about 5x cheaper per typical run (``bench/results/sandbox_overhead.md``). ``"auto"`` is
-    ``"warm"`` where the host allows it (root, unprivileged nested user namespaces) and the cold
-    ``"bwrap"`` elsewhere, with one warning that says why; it takes the keyword arguments both
-    accept (``runtime``, ``work_root``, ``use_cgroups``).
+    ``"warm"`` where the host allows it and its zygote starts (root, unprivileged nested user
+    namespaces), and the cold ``"bwrap"`` elsewhere, with one warning that says why (see
+    :class:`~wmrl_envs.sandbox.auto.AutoExecutor`); it takes the keyword arguments both accept
+    (``runtime``, ``work_root``, ``use_cgroups``).
     ``kwargs`` go to the executor (``runtime``, ``work_root``, ``use_cgroups``, and for bwrap
     ``tmpfs_work_dir``; for ``"ray"`` see :class:`~wmrl_envs.sandbox.ray_executor.RayExecutor`,
     which runs bwrap on the nodes of an initialised Ray cluster; ``"docker"`` takes ``runtime``,
@@ -86,7 +85,9 @@ def make_executor(name: str = DEFAULT_EXECUTOR, **kwargs: Any) -> Executor:
     Raises :class:`SandboxUnavailableError` when the backend cannot run here.
     """
     if name == "auto":
-        return _warm_or_cold(**kwargs)
+        from wmrl_envs.sandbox.auto import AutoExecutor
+
+        return AutoExecutor(**kwargs)
     if name == "bwrap":
         from wmrl_envs.sandbox.bwrap import BwrapExecutor
 
@@ -108,22 +109,6 @@ def make_executor(name: str = DEFAULT_EXECUTOR, **kwargs: Any) -> Executor:
 
         return DockerExecutor(**kwargs)
     raise SandboxUnavailableError(f"unknown executor {name!r}; choose one of {EXECUTOR_NAMES}")
-
-
-def _warm_or_cold(**kwargs: Any) -> Executor:
-    from wmrl_envs.sandbox.bwrap import BwrapExecutor
-    from wmrl_envs.sandbox.warm import WarmExecutor
-
-    try:
-        return WarmExecutor(**kwargs)
-    except SandboxUnavailableError as why:
-        _warn_cold_once(str(why))
-        return BwrapExecutor(**kwargs)
-
-
-@functools.cache
-def _warn_cold_once(reason: str) -> None:
-    log.warning("using the cold 'bwrap' executor (each run imports its libraries again): %s", reason)
 
 
 def __getattr__(name: str) -> Any:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import shutil
 import signal
@@ -35,9 +36,14 @@ import time
 from pathlib import Path
 
 from wmrl_envs.errors import SandboxUnavailableError
+from wmrl_envs.sandbox import identity
 from wmrl_envs.sandbox.launcher import STATUS_FD, HelperExecutor, RunDir, agent_env, kill_group
 from wmrl_envs.sandbox.limits import Limits
 from wmrl_envs.sandbox.runtime import Runtime
+from wmrl_envs.sandbox.seccomp import filter_program
+from wmrl_envs.sandbox.sweep import force_remove, sweep_run_dirs
+
+log = logging.getLogger(__name__)
 
 WORKSPACE = "/workspace"
 RUNTIME_MOUNT = "/opt/wmrl-runtime"
@@ -53,6 +59,8 @@ AGENT_COMMAND = ["/bin/sh", "-c", 'python solution.py; exit "$?"']
 # On a wall-clock kill, how long PID 1 gets to reap the agent before it is killed too.
 REAP_WAIT_S = 0.5
 INSTALL_HINT = "install it with `apt-get install bubblewrap` (or run `bash scripts/setup.sh`)"
+SECCOMP_FD = "9"  # the helper opens the run's filter file on it (see launcher.HELPER_SCRIPT)
+SECCOMP_FILE = "seccomp.bpf"
 
 
 def isolation_args(nested_userns: bool = False) -> list[str]:
@@ -101,9 +109,18 @@ class BwrapExecutor(HelperExecutor):
     """Runs agent code in a bubblewrap sandbox (see the module docstring for what it sees).
 
     Raises :class:`SandboxUnavailableError` at construction when ``bwrap`` is missing or
-    cannot create namespaces on this machine. Per run, rlimits always apply; a per-run
-    cgroup (memory, pids, cpuacct) and a sized tmpfs work dir apply where the host allows,
-    as recorded in :attr:`ExecutionResult.enforced`.
+    cannot create namespaces on this machine. Per run, rlimits and the seccomp filter
+    (:mod:`~wmrl_envs.sandbox.seccomp`) always apply; a per-run cgroup (memory, pids, cpuacct)
+    and a sized tmpfs work dir apply where the host allows, as recorded in
+    :attr:`ExecutionResult.enforced`.
+
+    Started by root, bwrap would map agent code to the host's root (no capabilities, but root's
+    keyrings and per-uid budgets, and root after any escape). So as root each run's bwrap starts
+    as a host uid of its own (drawn from :data:`~wmrl_envs.sandbox.identity.RUN_UIDS`), never 0.
+    That uid may not reach the run's sources by their own paths (a private ``TMPDIR``, a runtime
+    under root's home), so the helper binds them, in its private mount namespace, into a view
+    folder that every uid can enter (:func:`~wmrl_envs.sandbox.identity.traversable_temp_dir`).
+    Where unprivileged user namespaces are refused, it warns and keeps root.
     """
 
     name = "bwrap"
@@ -120,21 +137,67 @@ class BwrapExecutor(HelperExecutor):
             raise SandboxUnavailableError(f"bubblewrap (bwrap) is not installed: {INSTALL_HINT}")
         _probe(bwrap)
         self.bwrap = bwrap
+        as_root = os.geteuid() == 0
         super().__init__(runtime, work_root, use_cgroups, tmpfs_work_dir)
+        self._seccomp = filter_program()
+        self._unprivileged = as_root and self._unshare is not None and self._setpriv is not None
+        if self._unprivileged:
+            why = _unprivileged_refused(bwrap, self._setpriv)
+            if why:
+                log.warning("bwrap: agent code runs as the host's root (no capabilities): %s", why)
+                self._unprivileged = False
+            else:
+                self._views = identity.traversable_temp_dir()
+                sweep_run_dirs(self._views)  # views of killed processes
 
     @property
     def _namespaces(self) -> bool:
         return True
 
+    def _view(self, run: RunDir) -> Path:
+        """Where the helper binds the run's sources for its unprivileged sandbox (named after the run)."""
+        return self._views / f"{run.root.name}.view"
+
+    def _prepare(self, run: RunDir, public_dir: Path) -> None:
+        (run.root / SECCOMP_FILE).write_bytes(self._seccomp)
+        if self._unprivileged:
+            view = self._view(run)
+            view.mkdir(mode=0o711)  # the run's uid enters it, and lists nothing
+            view.chmod(0o711)
+            for mount_point in ("work", "data", "base", "venv"):
+                (view / mount_point).mkdir()
+            (view / "solution.py").touch()
+
+    def _finish(self, run: RunDir) -> None:
+        if self._unprivileged:
+            force_remove(self._view(run))  # its mounts ended with the helper's mount namespace
+
+    def _helper_env(self, runtime: Runtime, run: RunDir, public_dir: Path) -> dict[str, str]:
+        env = {"WMRL_SECCOMP": str(run.root / SECCOMP_FILE)}
+        if self._unprivileged:
+            env |= {"WMRL_RUN_UID": str(identity.run_uid(run.root.name)), "WMRL_VIEW": str(self._view(run)),
+                    "WMRL_PUBLIC": str(public_dir.resolve()), "WMRL_BASE": str(runtime.base_prefix),
+                    "WMRL_VENV": str(runtime.venv)}
+        return env
+
     def _command(self, runtime: Runtime, run: RunDir, public_dir: Path, limits: Limits) -> list[str]:
         tmpfs_bytes = str(limits.tmpfs_mb << 20)
-        args = [self.bwrap, *isolation_args(), *runtime_args(runtime)]
+        work, script = run.work, run.script
+        sources = (None, None)
+        if self._unprivileged:  # the helper binds them all into the run's view
+            view = self._view(run)
+            work, script, public_dir, sources = view / "work", view / "solution.py", view / "data", \
+                (view / "base", view / "venv")
+        args = [self.bwrap, *isolation_args(), *runtime_args(runtime, *sources)]
         # Sized tmpfs everywhere: tmpfs pages escape RLIMIT_AS.
         args += ["--size", tmpfs_bytes, "--tmpfs", "/tmp", "--size", tmpfs_bytes, "--tmpfs", "/dev/shm"]
-        args += ["--bind", str(run.work), WORKSPACE, "--ro-bind", str(public_dir), f"{WORKSPACE}/data"]
-        args += ["--ro-bind", str(run.script), f"{WORKSPACE}/solution.py"]
-        args += ["--chdir", WORKSPACE, "--remount-ro", "/dev", "--remount-ro", "/"]
+        args += ["--bind", str(work), WORKSPACE, "--ro-bind", str(public_dir), f"{WORKSPACE}/data"]
+        args += ["--ro-bind", str(script), f"{WORKSPACE}/solution.py"]
+        args += ["--chdir", WORKSPACE, "--remount-ro", "/dev", "--remount-ro", "/", "--seccomp", SECCOMP_FD]
         args += ["--json-status-fd", str(STATUS_FD), "--", *AGENT_COMMAND]
+        if self._unprivileged:
+            uid = str(identity.run_uid(run.root.name))
+            args = [str(self._setpriv), f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *args]
         return args
 
     def _started(self, status_text: str) -> tuple[bool, int | None]:
@@ -149,6 +212,16 @@ class BwrapExecutor(HelperExecutor):
             kill_group(helper_pid)
             return
         kill_pid_namespace(init)  # the helper survives to copy the submission out
+
+
+@functools.cache
+def _unprivileged_refused(bwrap: str, setpriv: str) -> str | None:
+    """Why an unprivileged uid cannot start bwrap here (user namespaces refused), or None."""
+    uid = str(identity.RUN_UIDS[0])
+    cmd = [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", bwrap, *isolation_args(),
+           "--remount-ro", "/", "--", "/bin/true"]
+    probe = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    return None if probe.returncode == 0 else probe.stderr.strip() or f"exit status {probe.returncode}"
 
 
 def runtime_args(runtime: Runtime, base_source: Path | None = None, venv_source: Path | None = None) -> list[str]:

@@ -15,7 +15,7 @@ tmpfs mounts on ``/tmp`` and ``/dev/shm``. Docker adds an empty ``/.dockerenv`` 
 with ``docker import`` (mount points and the host's merged-``/usr`` links), tagged by its content.
 
 Each run is one container: ``--network none``, every capability dropped, no-new-privileges,
-uid 65534 (the caller's uid where the caller is not root), memory without swap and a pids
+a host uid of its own (the caller's uid where the caller is not root), memory without swap and a pids
 limit from :class:`Limits`, and the environment rebuilt with ``env -i``. Its PID 1 is a shell
 that sets the rlimits (CPU seconds, address space, file size) and runs the agent as its child;
 when it exits, the kernel kills whatever the agent left running. On the wall-clock limit the
@@ -57,9 +57,9 @@ from pathlib import Path
 from typing import Any
 
 from wmrl_envs.errors import SandboxUnavailableError
-from wmrl_envs.sandbox import cgroups
+from wmrl_envs.sandbox import cgroups, identity
 from wmrl_envs.sandbox.base import RUN_DIR_PREFIX, ExecutionResult, ExecutionStatus, OutputTail
-from wmrl_envs.sandbox.bwrap import ETC_FILES, OS_DIRS, RUNTIME_MOUNT, SANDBOX_ID, WORKSPACE
+from wmrl_envs.sandbox.bwrap import ETC_FILES, OS_DIRS, RUNTIME_MOUNT, WORKSPACE
 from wmrl_envs.sandbox.dockerd import mount_points
 from wmrl_envs.sandbox.launcher import (
     KILL_GRACE_S,
@@ -185,7 +185,9 @@ class DockerExecutor:
                              failure="the Docker engine does not answer").strip().split("|")
         self._measure = info[1:] == ["cgroupfs", "1"] and (cgroups.CGROUP_ROOT / "cpuacct").is_dir()
         root = os.geteuid() == 0
-        self._user = f"{SANDBOX_ID}:{SANDBOX_ID}" if root else f"{os.geteuid()}:{os.getegid()}"
+        # As root each container runs as a host uid of its own (identity.RUN_UIDS), so that no two
+        # runs share the kernel's per-uid budgets; otherwise as the caller.
+        self._fixed_user = None if root else f"{os.geteuid()}:{os.getegid()}"
         self._mount_work_dir = root and shutil.which("mount") is not None
         self.image = self._ensure_image()
         self._remove_stale()
@@ -280,9 +282,16 @@ class DockerExecutor:
                 subprocess.run(["umount", "--lazy", str(run.work)], check=False, capture_output=True)
         return _Outcome(launch, state, cpu_ns, peak, mounted, overflow)
 
+    def _user(self, run_name: str) -> str:
+        """``uid:gid`` of the run's container."""
+        if self._fixed_user is not None:
+            return self._fixed_user
+        uid = identity.run_uid(run_name)
+        return f"{uid}:{uid}"
+
     def _prepare_work_dir(self, work: Path, limits: Limits) -> bool:
         """Mount a sized tmpfs on the work dir where possible; whether it was mounted."""
-        uid, gid = self._user.split(":")
+        uid, gid = self._user(work.parent.name).split(":")
         if self._mount_work_dir:
             options = f"size={limits.tmpfs_mb}m,mode=0755,uid={uid},gid={gid},nosuid,nodev"
             mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "wmrl-work", str(work)],
@@ -307,7 +316,7 @@ class DockerExecutor:
             "--read-only",
             "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges",
-            "--user", self._user,
+            "--user", self._user(run.root.name),
             "--hostname", "sandbox",
             "--log-driver", "none",  # output streams to us only; the engine stores none of it
             "--memory", f"{limits.memory_mb}m",

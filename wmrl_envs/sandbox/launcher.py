@@ -57,7 +57,13 @@ _READ_CHUNK = 1 << 16
 HELPER_SCRIPT = r"""
 exec 3>&0 </dev/null
 if [ -n "$WMRL_WORK_MB" ]; then
-  mount -t tmpfs -o "size=${WMRL_WORK_MB}m,mode=0755,nosuid,nodev" wmrl-work "$WMRL_WORK" || exit 125
+  mount -t tmpfs -o "size=${WMRL_WORK_MB}m,mode=0755,nosuid,nodev${WMRL_RUN_UID:+,uid=$WMRL_RUN_UID,gid=$WMRL_RUN_UID}" \
+    wmrl-work "$WMRL_WORK" || exit 125
+fi
+if [ -n "$WMRL_VIEW" ]; then  # where an unprivileged sandbox reaches what it could not by its own path
+  mount --bind "$WMRL_WORK" "$WMRL_VIEW/work" && mount --bind "$WMRL_RUN/solution.py" "$WMRL_VIEW/solution.py" &&
+    mount --bind "$WMRL_PUBLIC" "$WMRL_VIEW/data" && mount --bind "$WMRL_BASE" "$WMRL_VIEW/base" &&
+    mount --bind "$WMRL_VENV" "$WMRL_VIEW/venv" || exit 125
 fi
 (
   for procs in $WMRL_CGROUP_PROCS; do echo 0 > "$procs" || exit 125; done
@@ -67,6 +73,7 @@ fi
     printf 'started\n' >&3
     exec 3>&-
   fi
+  if [ -n "$WMRL_SECCOMP" ]; then exec 9<"$WMRL_SECCOMP" || exit 125; fi  # bwrap's --seccomp 9
   exec "$@"
 )
 rc=$?
@@ -126,6 +133,10 @@ class Launch:
     rusage: resource.struct_rusage
     wall_s: float
     timed_out: bool
+    #: A cause outside the script that spoiled the run (the result is an infrastructure failure).
+    host_fault: str | None = None
+    #: What the status channel says of a scored failure that no exit code explains.
+    note: str | None = None
 
 
 class RunExecutor(ABC):
@@ -184,6 +195,9 @@ class RunExecutor(ABC):
     def _prepare(self, run: RunDir, public_dir: Path) -> None:
         """Set up the host-side work dir before launch (default: nothing)."""
 
+    def _finish(self, run: RunDir) -> None:
+        """Remove what :meth:`_prepare` made outside the run folder (default: nothing)."""
+
     @property
     def _namespaces(self) -> bool:
         return False
@@ -215,6 +229,7 @@ class RunExecutor(ABC):
         finally:
             if cgroup is not None:
                 cgroup.remove()
+            self._finish(run)
         work_overflow = not self._private_mounts and tree_size(run.work) > limits.tmpfs_mb << 20
         finish_run_dir(run, keep_submission=True)
         return self._result(launch, stats, limits, run, cgroup, work_overflow)
@@ -247,7 +262,9 @@ class RunExecutor(ABC):
         stderr = launch.stderr.text()
         oom_killed = stats is not None and stats.oom_kills > 0
         error: str | None = None
-        if launch.timed_out:
+        if launch.host_fault is not None:
+            status, error = ExecutionStatus.INFRA_ERROR, launch.host_fault
+        elif launch.timed_out:
             status, error = ExecutionStatus.TIMEOUT, f"wall-clock limit of {limits.wall_s:g} s exceeded"
         elif not started and not oom_killed:  # the OOM killer may have picked bwrap itself
             status, error = ExecutionStatus.INFRA_ERROR, f"sandbox failed to start: {stderr[-2000:].strip()}"
@@ -262,7 +279,7 @@ class RunExecutor(ABC):
             status, error = ExecutionStatus.MEMORY, f"memory limit of {limits.memory_mb} MB exceeded (MemoryError)"
         else:
             status = ExecutionStatus.ERROR
-            error = signal_note(returncode, limits)
+            error = signal_note(returncode, limits) or launch.note
 
         if stats is not None and stats.cpu_ns is not None:
             cpu_s = stats.cpu_ns / 1e9
@@ -298,6 +315,10 @@ class HelperExecutor(RunExecutor):
     def _command(self, runtime: Runtime, run: RunDir, public_dir: Path, limits: Limits) -> list[str]:
         """The command the helper's subshell execs (it inherits the rlimits and cgroups)."""
 
+    def _helper_env(self, runtime: Runtime, run: RunDir, public_dir: Path) -> dict[str, str]:
+        """What else the helper reads (``WMRL_RUN_UID`` and its sources, ``WMRL_SECCOMP``); default none."""
+        return {}
+
     def _launch(
         self, runtime: Runtime, run: RunDir, public_dir: Path, limits: Limits, cgroup: cgroups.RunCgroup | None
     ) -> Launch:
@@ -312,6 +333,7 @@ class HelperExecutor(RunExecutor):
             "WMRL_AS_KB": str(limits.memory_mb * 1024),
             "WMRL_FSIZE_BLOCKS": str(limits.file_mb * 2048),  # dash counts 512-byte blocks
             "WMRL_MARK_START": "" if self._namespaces else "1",
+            **self._helper_env(runtime, run, public_dir),
         }
         argv = ["/bin/sh", "-c", HELPER_SCRIPT, "wmrl-helper"]
         argv += self._command(runtime, run, public_dir, limits)

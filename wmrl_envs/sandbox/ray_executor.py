@@ -63,6 +63,7 @@ _MAX_ERROR_CHARS = 2000
 NODE_EXECUTORS = {
     "bwrap": ("wmrl_envs.sandbox.bwrap", "BwrapExecutor"),
     "warm": ("wmrl_envs.sandbox.warm", "WarmExecutor"),
+    "auto": ("wmrl_envs.sandbox.auto", "AutoExecutor"),
     "unsafe-subprocess": ("wmrl_envs.sandbox.unsafe", "UnsafeSubprocessExecutor"),
 }
 # Per worker process: the executors this node built, keyed by their spec (bwrap probes once).
@@ -107,9 +108,10 @@ class RayExecutor:
 
     Args:
         executor: The executor each node runs (``"bwrap"``, ``"warm"``, which keeps a preloaded
-            zygote in each Ray worker process that runs scripts, or ``"unsafe-subprocess"``).
-        max_submission_mb: Largest submission shipped back; a bigger one is an
-            ``INFRA_ERROR`` (default: ``limits.file_mb``, which the sandbox already enforces).
+            zygote in each Ray worker process that runs scripts, ``"auto"``, warm where its
+            zygote starts on the node and bwrap elsewhere, or ``"unsafe-subprocess"``).
+        max_submission_mb: Largest submission shipped back; a bigger one is the script's scored
+            ``ERROR`` (default: ``limits.file_mb``, which the sandbox already enforces).
         cancel_grace_s: How long past the wall-clock limit a task may run before it is
             cancelled (the sandbox's own kill needs a few seconds).
         queue_timeout_s: How long a run may wait for a free CPU and its node's set-up (None:
@@ -352,8 +354,8 @@ def _fields(result: ExecutionResult, spec: _NodeSpec, limits: Limits) -> dict[st
         if result.submission_path is not None:
             bound_mb = spec.max_submission_mb if spec.max_submission_mb is not None else limits.file_mb
             size = result.submission_path.stat().st_size
-            if size > bound_mb << 20:
-                fields["status"] = ExecutionStatus.INFRA_ERROR.value
+            if size > bound_mb << 20:  # the script's doing: a scored failure, never an unscored one
+                fields["status"] = ExecutionStatus.ERROR.value
                 fields["error"] = (f"submission.csv is {size:,} bytes, over the {bound_mb} MB the Ray "
                                    "executor ships back (max_submission_mb)")
             else:

@@ -17,11 +17,14 @@ Each run is as isolated as a cold ``bwrap`` run. Its supervisor enters a user na
 own (twice: the outer one is capped at one nested namespace, so agent code cannot create
 another and regain capabilities), then new mount, pid, network, ipc and uts namespaces, and
 mounts the run's own tmpfs work dir (``limits.tmpfs_mb``, its pages charged to the run's
-memory cgroup), ``/tmp``, ``/dev/shm``, a fresh ``/proc`` and a loopback no other run shares.
+memory cgroup), ``/tmp``, ``/dev/shm``, a fresh ``/proc``, a devpts instance and a loopback no other
+run shares.
 The spool of per-run folders is hidden under an empty mount. The task's public files reach the
 sandbox as a read-only bind that the host makes per run in the keeper's namespace and that
 propagates into the sandbox; the answers are never mounted. Its init joins the run's cgroups
-(memory, pids, cpuacct) before the agent exists and drops every capability; the agent sets the
+(memory, pids, cpuacct) before the agent exists, drops every capability, installs the seccomp
+filter (:mod:`~wmrl_envs.sandbox.seccomp`) and keeps only default signal handlers, so the kernel
+drops whatever signal agent code sends it; the agent sets the
 rlimits, gets fresh fds, ``/dev/null`` on stdin, its own session, the signal dispositions of a
 fresh interpreter, and RNGs reseeded from ``os.urandom`` (``random``, numpy's global
 RandomState, multiprocessing's authentication key). Nothing a run does reaches the next: it
@@ -41,8 +44,14 @@ Design choices, against the alternatives:
   its user namespace cannot mount a fresh ``/proc`` over the one bwrap covers), so the
   zygote's bwrap runs as uid 65534, where nested user namespaces give the supervisor the
   capabilities it needs over its own namespaces only. Agent code thus runs as the host's
-  ``nobody``, not as the host's root with no capabilities (the cold executor); the task's
-  public files must be readable by others, as for the Docker executor.
+  ``nobody`` in every run (cold runs each get a uid of their own), so each run gets a share of
+  the kernel's per-uid budgets (:mod:`~wmrl_envs.sandbox.identity`); the task's public files
+  must be readable by others, as for the Docker executor. The spool sits in a temp folder that
+  uid can enter, whatever ``TMPDIR`` is.
+* Once agent code may have run (init reports "started" before it does), every outcome is the
+  run's own and scored: the supervisor always reports an exit status, whatever the script left
+  behind. Only a cause on the host's side (the zygote died, the spool could not be written) makes
+  a started run an ``INFRA_ERROR``.
 * One zygote per runtime serves every run (the pool's threads included): it only forks, in
   milliseconds, and never changes. A zygote that died is replaced at the next run; one that
   does not start a run within ``handshake_timeout_s`` is killed and replaced, and that run is
@@ -89,13 +98,14 @@ import weakref
 from pathlib import Path
 
 from wmrl_envs.errors import SandboxUnavailableError
-from wmrl_envs.sandbox import cgroups
+from wmrl_envs.sandbox import cgroups, identity
 from wmrl_envs.sandbox.base import RUN_DIR_PREFIX, OutputTail
 from wmrl_envs.sandbox.bwrap import INSTALL_HINT, RUNTIME_MOUNT, isolation_args, kill_pid_namespace, runtime_args
 from wmrl_envs.sandbox.launcher import KILL_GRACE_S, Launch, RunDir, RunExecutor, pump_output
 from wmrl_envs.sandbox.limits import Limits
 from wmrl_envs.sandbox.preload import preload_modules
 from wmrl_envs.sandbox.runtime import Runtime
+from wmrl_envs.sandbox.seccomp import filter_program
 from wmrl_envs.sandbox.sweep import force_remove, owned_prefix, sweep_run_dirs
 from wmrl_envs.sandbox.zygote import SANDBOX_ID, SETUP_FAILED, SPOOL, WORKSPACE
 
@@ -145,7 +155,8 @@ class Zygote:
         self._nsenter = tools["nsenter"]
         self._control: socket.socket | None = None
         self.keeper: subprocess.Popen | None = None
-        self.spool = Path(tempfile.mkdtemp(prefix=owned_prefix(SPOOL_PREFIX)))
+        # bwrap runs as uid 65534 and resolves its sources by path: the spool must be reachable.
+        self.spool = Path(tempfile.mkdtemp(prefix=owned_prefix(SPOOL_PREFIX), dir=identity.traversable_temp_dir()))
         try:
             self._start(modules, tools, start_timeout_s)
         except BaseException:
@@ -167,7 +178,8 @@ class Zygote:
                  "--size", "4096", "--tmpfs", "/tmp", "--size", "4096", "--tmpfs", "/dev/shm",
                  "--chdir", WORKSPACE,  # as for a cold run, PWD says /workspace
                  "--remount-ro", "/dev", "--remount-ro", "/", "--",
-                 f"{RUNTIME_MOUNT}/bin/python", ZYGOTE_PATH, str(control_fd), json.dumps(list(modules))]
+                 f"{RUNTIME_MOUNT}/bin/python", ZYGOTE_PATH, str(control_fd), json.dumps(list(modules)),
+                 filter_program().hex()]
         argv = [tools["unshare"], "--mount", "--propagation", "slave", "--", "/bin/sh", "-c", KEEPER_SCRIPT,
                 "wmrl-keeper", *_unprivileged(tools["setpriv"]), *bwrap]
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "WMRL_SPOOL": str(spool),
@@ -211,8 +223,13 @@ class Zygote:
             return (self.spool / "zygote.log").read_bytes()[-2000:].decode(errors="replace").strip()
         return ""
 
-    def alive(self) -> bool:
-        return self.keeper is not None and self.keeper.poll() is None
+    def alive(self, wait_s: float = 0.0) -> bool:
+        """Whether the sandbox still runs (after waiting up to ``wait_s`` for it to end)."""
+        if self.keeper is None:
+            return False
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.keeper.wait(timeout=wait_s) if wait_s else self.keeper.poll()
+        return self.keeper.returncode is None
 
     def bind_public(self, public_dir: Path, target: Path) -> str | None:
         """Bind ``public_dir`` on ``target`` (under the spool) in the keeper's namespace; why not, or None."""
@@ -273,7 +290,8 @@ class WarmExecutor(RunExecutor):
         _probe(self._tools["bwrap"], self._tools["setpriv"])
         # The work dir is a tmpfs the run mounts itself: no host-side mount namespace needed.
         super().__init__(runtime, work_root, use_cgroups, tmpfs_work_dir=False)
-        sweep_run_dirs(Path(tempfile.gettempdir()), SPOOL_PREFIX)  # spools of killed processes
+        for folder in {Path(tempfile.gettempdir()), identity.traversable_temp_dir()}:
+            sweep_run_dirs(folder, SPOOL_PREFIX)  # spools of killed processes
         self.handshake_timeout_s = handshake_timeout_s
         self.start_timeout_s = start_timeout_s
         self._zygotes: dict[Runtime, Zygote] = {}
@@ -336,7 +354,8 @@ class WarmExecutor(RunExecutor):
             try:
                 problem = self._prepare_folder(zygote, folder, run, public_dir)
                 job = {"run": folder.name, "tmpfs_mb": limits.tmpfs_mb, "cpu_s": math.ceil(limits.cpu_s),
-                       "as_bytes": limits.memory_mb << 20, "file_bytes": limits.file_mb << 20}
+                       "as_bytes": limits.memory_mb << 20, "file_bytes": limits.file_mb << 20,
+                       "user_limits": identity.per_run_user_limits(), "rlimits": identity.per_run_rlimits()}
                 if problem is None and not zygote.spawn(job, [inside.fileno(), out_w, err_w]):
                     problem = "the warm sandbox's zygote is gone; the next run starts a new one"
             finally:  # the zygote holds its own copies now; ours would keep the pipes open
@@ -359,7 +378,7 @@ class WarmExecutor(RunExecutor):
                 on_timeout=lambda: self._on_timeout(cgroup, status, init),
                 on_grace_expired=lambda: _kill(supervisor, init),
             )
-            return _finished(stdout, stderr, status.text(), start, timed_out)
+            return _finished(stdout, stderr, status.text(), start, timed_out, zygote)
         finally:
             for fd in (out_r, err_r):
                 os.close(fd)
@@ -403,11 +422,12 @@ class WarmExecutor(RunExecutor):
             raise
 
     def _started(self, status_text: str) -> tuple[bool, int | None]:
-        # The init reports "started" once the agent is set up; the supervisor reports the exit.
+        # The init reports "started" just before agent code runs; the supervisor reports the exit.
+        # Once agent code may have run, an outcome the host cannot read is the run's own failure
+        # (a cause on the host's side comes back as Launch.host_fault instead).
         exit_fields = _exit_fields(status_text)
-        if "started" not in status_text.split("\n") or exit_fields is None:
-            return False, None
-        return True, int(exit_fields[0])
+        started = "started" in status_text.split("\n")
+        return started, int(exit_fields[0]) if started and exit_fields is not None else None
 
     def _kill_sandbox(self, status_text: str, helper_pid: int) -> None:
         kill_pid_namespace(helper_pid)  # the run's init; its supervisor survives to copy the submission
@@ -421,13 +441,23 @@ def _exit_fields(status_text: str) -> list[str] | None:
     return None
 
 
-def _finished(stdout: OutputTail, stderr: OutputTail, status_text: str, start: float, timed_out: bool) -> Launch:
+def _finished(stdout: OutputTail, stderr: OutputTail, status_text: str, start: float, timed_out: bool,
+              zygote: Zygote | None = None) -> Launch:
     fields = _exit_fields(status_text)
     code, utime, stime, maxrss = (int(fields[0]), float(fields[1]), float(fields[2]), int(fields[3])) if fields \
         else (SETUP_FAILED, 0.0, 0.0, 0)
+    host_fault = note = None
+    for line in status_text.split("\n"):
+        if line.startswith("spool-error "):
+            host_fault = f"the warm sandbox could not copy the submission out: {line.split(' ', 1)[1]}"
+    if fields is None and zygote is not None:
+        if not zygote.alive(wait_s=1.0):  # the sandbox itself went away during the run (or is going)
+            host_fault = f"the warm sandbox's zygote died during the run: {zygote.log_tail() or 'no output'}"
+        else:
+            note = "the run ended without reporting an exit status"
     return Launch(stdout=stdout, stderr=stderr, status_text=status_text, returncode=code,
                   rusage=resource.struct_rusage((utime, stime, maxrss) + (0,) * 13),
-                  wall_s=time.monotonic() - start, timed_out=timed_out)
+                  wall_s=time.monotonic() - start, timed_out=timed_out, host_fault=host_fault, note=note)
 
 
 def _unstarted(stdout: OutputTail, stderr: OutputTail, start: float) -> Launch:

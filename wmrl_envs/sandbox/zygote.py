@@ -28,7 +28,7 @@ import json
 import os
 import random
 import resource
-import shutil
+import select
 import signal
 import socket
 import stat
@@ -48,12 +48,17 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE = 1024, 2048, 4096, 16384, 1 << 18
 MS_RELATIME, MS_STRICTATIME = 1 << 21, 1 << 24
 PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 4, 24, 38, 47, 4
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 CAPABILITY_VERSION_3 = 0x20080522
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+class _SeccompProgram(ctypes.Structure):  # struct sock_fprog
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
 def _check(rc: int, what: str) -> None:
@@ -78,6 +83,7 @@ def _zygote(argv: list[str]) -> str:
     control = socket.socket(fileno=int(argv[1]))
     # A fresh interpreter's dispositions, taken before any preloaded module could change them.
     dispositions = {s: signal.getsignal(s) for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)}
+    seccomp_program = bytes.fromhex(argv[3])
     failed = {}
     for name in json.loads(argv[2]):
         try:
@@ -97,12 +103,20 @@ def _zygote(argv: list[str]) -> str:
     control.send(json.dumps({"failed": failed, "threads": threads, "fds": fds}).encode())
     if threads != 1:  # never fork a threaded process; the host refuses this zygote too
         os._exit(SETUP_FAILED)
-    return _serve(control, {s: h for s, h in dispositions.items() if h is not None})
+    return _serve(control, {s: h for s, h in dispositions.items() if h is not None}, seccomp_program)
 
 
-def _serve(control: socket.socket, dispositions: dict) -> str:
+def _serve(control: socket.socket, dispositions: dict, seccomp_program: bytes) -> str:
+    # Each finished supervisor is reaped at once (through its pidfd): a zombie would keep its
+    # run's namespaces, and what the kernel keeps in them, alive while the pool is idle.
+    supervisors: dict[int, int] = {}  # pidfd -> pid
     while True:
-        _reap()
+        ready = select.select([control, *supervisors], [], [])[0]
+        for pidfd in [fd for fd in ready if fd in supervisors]:
+            os.waitpid(supervisors.pop(pidfd), 0)
+            os.close(pidfd)
+        if control not in ready:
+            continue
         message, fds, _, _ = socket.recv_fds(control, 1 << 16, 3)
         if not message:  # the host closed the control socket
             os._exit(0)
@@ -112,20 +126,12 @@ def _serve(control: socket.socket, dispositions: dict) -> str:
         pid = os.fork()
         if pid == 0:
             control.close()
-            return _supervise(job, fds, dispositions)
+            for pidfd in supervisors:
+                os.close(pidfd)
+            return _supervise(job, fds, dispositions, seccomp_program)
+        supervisors[os.pidfd_open(pid)] = pid
         for fd in fds:
             os.close(fd)
-
-
-def _reap() -> None:
-    """Collect the supervisors that have finished (never blocks)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def _fail(err_fd: int, what: str, exc: BaseException) -> None:
@@ -137,8 +143,14 @@ def _fail(err_fd: int, what: str, exc: BaseException) -> None:
 
 
 # ---------------------------------------------------------------------- supervisor
-def _supervise(job: dict, fds: list[int], dispositions: dict) -> str:
-    """The run's supervisor; returns only in the agent process."""
+def _supervise(job: dict, fds: list[int], dispositions: dict, seccomp_program: bytes) -> str:
+    """The run's supervisor; returns only in the agent process.
+
+    After the run it always reports ``exit ...``: nothing agent code leaves behind (a folder, a
+    FIFO or a link named ``submission.csv``) can keep that line from the host, which would read
+    its absence as the sandbox's failure. Only a failure to write the host's spool is reported
+    as the host's (``spool-error``).
+    """
     status_fd, out_fd, err_fd = fds
     try:
         spool = _isolate(job)
@@ -147,13 +159,15 @@ def _supervise(job: dict, fds: list[int], dispositions: dict) -> str:
         _fail(err_fd, "could not set up the run", exc)
     if pid == 0:
         os.close(spool)
-        return _init(job, status_fd, out_fd, err_fd, dispositions)
+        return _init(job, status_fd, out_fd, err_fd, dispositions, seccomp_program)
     try:
         os.close(out_fd)
         os.close(err_fd)
         _, wait_status, usage = os.wait4(pid, 0)
         # Every process of the run is gone now: the kernel empties a PID namespace when its init ends.
-        _copy_submission(spool)
+        spool_error = _copy_submission(spool)
+        if spool_error:
+            os.write(status_fd, f"spool-error {spool_error}\n".encode())
         code = _shell_code(wait_status)
         os.write(status_fd, f"exit {code} {usage.ru_utime} {usage.ru_stime} {usage.ru_maxrss}\n".encode())
     finally:
@@ -166,6 +180,10 @@ def _isolate(job: dict) -> int:
     # Nested user namespaces are refused below this one (the kernel counts this limit against
     # every ancestor), so agent code cannot regain capabilities in a namespace of its own.
     _write("/proc/sys/user/max_user_namespaces", "1")
+    # Every run is the host's uid 65534, and the kernel counts some objects per uid across all of
+    # them: each run gets its share, so that no run can take a concurrent run's.
+    for name, value in job["user_limits"].items():
+        _write(f"/proc/sys/user/{name}", str(value))
     _enter_user_namespace()
     _check(libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)  # the host's later mounts stay out of this run
@@ -179,6 +197,8 @@ def _isolate(job: dict) -> int:
     _bind_read_only(f"{SPOOL}/{job['run']}/solution.py", SCRIPT)
     for folder in ("/tmp", "/dev/shm"):
         _mount("wmrl-tmp", folder, "tmpfs", MS_NOSUID | MS_NODEV, f"{tmpfs},mode=1777")
+    # A devpts instance of the run's own (/dev/ptmx links into it): no run reaches another's ptys.
+    _mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620")
     _mount("wmrl-hidden", SPOOL, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0755")
     _loopback_up()  # as bwrap does: a loopback of the run's own, reachable from nowhere else
     return spool
@@ -217,17 +237,37 @@ def _loopback_up() -> None:
         fcntl.ioctl(sock, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
 
 
-def _copy_submission(spool: int) -> None:
-    """Copy ``submission.csv`` into the spool folder if it is a regular file (never a link or FIFO)."""
+def _copy_submission(spool: int) -> str | None:
+    """Copy ``submission.csv`` into the spool folder if it is a regular file (never a folder, link
+    or FIFO); anything else, or a file that cannot be read, is no submission. Returns why the
+    spool could not be written (the host's fault), else None."""
     try:
         source = os.open(f"{WORKSPACE}/submission.csv", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return
-    with open(source, "rb") as src:
-        if stat.S_ISREG(os.fstat(source).st_mode):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(source).st_mode):
+            return None
+        try:
             target = os.open("submission.csv", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=spool)
-            with open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
+        except OSError as exc:
+            return f"could not create the submission copy: {exc}"
+        try:
+            while True:
+                try:
+                    chunk = os.read(source, 1 << 20)
+                except OSError:  # the run's file, the run's failure: no submission
+                    os.unlink("submission.csv", dir_fd=spool)
+                    return None
+                if not chunk:
+                    return None
+                os.write(target, chunk)
+        except OSError as exc:
+            return f"could not write the submission copy: {exc}"
+        finally:
+            os.close(target)
+    finally:
+        os.close(source)
 
 
 def _shell_code(wait_status: int) -> int:
@@ -236,9 +276,17 @@ def _shell_code(wait_status: int) -> int:
 
 
 # ---------------------------------------------------------------------- init
-def _init(job: dict, status_fd: int, out_fd: int, err_fd: int, dispositions: dict) -> str:
-    """PID 1 of the run; returns only in the agent process."""
+def _init(job: dict, status_fd: int, out_fd: int, err_fd: int, dispositions: dict, seccomp_program: bytes) -> str:
+    """PID 1 of the run; returns only in the agent process.
+
+    Its signal handlers are all the default ones: the kernel then drops every signal that agent
+    code sends to its PID 1, so no script can end its init early (before or after "started")
+    and make its own run look like the sandbox's failure. Agent code runs only once "started"
+    has been sent: the agent waits for this process's word that it was.
+    """
     try:
+        for signum in dispositions:
+            signal.signal(signum, signal.SIG_IGN if signum == signal.SIGPIPE else signal.SIG_DFL)
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         os.setsid()
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # agent code may not ptrace or read its init
@@ -247,20 +295,26 @@ def _init(job: dict, status_fd: int, out_fd: int, err_fd: int, dispositions: dic
             os._exit(SETUP_FAILED)
         _check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup namespace")  # rooted at the run's group
         _drop_capabilities()
+        _install_seccomp(seccomp_program)
         ready_r, ready_w = os.pipe()
+        go_r, go_w = os.pipe()
         pid = os.fork()
     except BaseException as exc:
         _fail(err_fd, "could not start the run", exc)
     if pid == 0:
         os.close(ready_r)
-        return _agent(job, status_fd, out_fd, err_fd, ready_w, dispositions)
+        os.close(go_w)
+        return _agent(job, out_fd, err_fd, ready_w, go_r, dispositions)
     try:
-        for fd in (ready_w, out_fd, err_fd):
+        for fd in (ready_w, go_r, out_fd, err_fd):
             os.close(fd)
         started = os.read(ready_r, 1) == b"1"
         os.close(ready_r)
         os.write(status_fd, b"started\n" if started else b"failed\n")
         os.close(status_fd)
+        if started:
+            os.write(go_w, b"1")
+        os.close(go_w)
         while True:
             child, wait_status = os.wait()
             if child == pid:
@@ -280,27 +334,41 @@ def _drop_capabilities() -> None:
     _check(libc.capset(header, (ctypes.c_uint32 * 6)()), "capset")
 
 
+def _install_seccomp(program: bytes) -> None:
+    """Install the host's seccomp filter (``wmrl_envs/sandbox/seccomp.py``); it needs no_new_privs."""
+    instructions = ctypes.create_string_buffer(program, len(program))
+    fprog = _SeccompProgram(len(program) // 8, ctypes.addressof(instructions))
+    _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0), "install seccomp")
+
+
 # ---------------------------------------------------------------------- agent
-def _agent(job: dict, status_fd: int, out_fd: int, err_fd: int, ready_w: int, dispositions: dict) -> str:
+def _agent(job: dict, out_fd: int, err_fd: int, ready_w: int, go_r: int, dispositions: dict) -> str:
     """Make this process look like a fresh ``python solution.py``; the script's path."""
     try:
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         null = os.open("/dev/null", os.O_RDONLY)
         os.dup2(null, 0)
-        os.closerange(3, ready_w)  # nothing of the zygote's reaches agent code
-        os.closerange(ready_w + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        keep = sorted((ready_w, go_r))
+        os.closerange(3, keep[0])  # nothing of the zygote's reaches agent code
+        os.closerange(keep[0] + 1, keep[1])
+        os.closerange(keep[1] + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         os.chdir(WORKSPACE)
         for signum, handler in dispositions.items():
             signal.signal(signum, handler)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         _fresh_interpreter_state()
-        for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, job["cpu_s"]),
-                             (resource.RLIMIT_FSIZE, job["file_bytes"]), (resource.RLIMIT_AS, job["as_bytes"])):
+        limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, job["cpu_s"]),
+                  (resource.RLIMIT_FSIZE, job["file_bytes"]), (resource.RLIMIT_AS, job["as_bytes"])]
+        limits += [(getattr(resource, name), value) for name, value in job["rlimits"].items()]
+        for limit, value in limits:
             resource.setrlimit(limit, (value, value))
         os.write(ready_w, b"1")
         os.close(ready_w)
+        if os.read(go_r, 1) != b"1":  # init could not report the start: no agent code runs
+            os._exit(SETUP_FAILED)
+        os.close(go_r)
     except BaseException as exc:
         _fail(2, "could not start agent code", exc)
     return SCRIPT
