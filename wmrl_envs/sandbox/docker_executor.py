@@ -446,7 +446,10 @@ def _copy_submission(run: RunDir) -> None:
         fd = os.open(run.work / "submission.csv", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return
-    with os.fdopen(fd, "rb") as source:
-        if stat.S_ISREG(os.fstat(source.fileno()).st_mode):
-            with open(run.submission, "wb") as target:
-                shutil.copyfileobj(source, target)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # checked before fdopen, which refuses a folder
+            return
+        with os.fdopen(os.dup(fd), "rb") as source, open(run.submission, "wb") as target:
+            shutil.copyfileobj(source, target)
+    finally:
+        os.close(fd)
