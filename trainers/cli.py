@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Sequence
 
 from wmrl_envs.errors import WMRLError
+from wmrl_envs.extras import requires_extra
 from wmrl_envs.provenance import provenance
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
 
@@ -72,10 +73,12 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trainers.families import get_family
-    from trainers.policies import make_policy
-    from trainers.wmrl import WMRLTrainer
     from trainers.wmrl_config import GROUPS, WMRLConfig, flat_fields
+
+    with requires_extra("torch", "wmrl train"):
+        from trainers.families import get_family
+        from trainers.policies import make_policy
+        from trainers.wmrl import WMRLTrainer
 
     names = set(flat_fields()) | {f.name for f in dataclasses.fields(WMRLConfig) if f.name not in GROUPS}
     config = WMRLConfig.from_flat(**{k: v for k, v in vars(args).items() if k in names})
@@ -137,7 +140,9 @@ def write_run_summary(trainer, evaluation: tuple[str, str, list[dict]] | None) -
 def cmd_eval(args: argparse.Namespace) -> int:
     from trainers.families import get_family
 
-    return get_family(args.env).evaluate(args)
+    with requires_extra("torch", "wmrl eval"):  # every family's module imports torch
+        profile = get_family(args.env)
+    return profile.evaluate(args)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -162,6 +167,7 @@ def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
     add_tasks_parser(sub)
     add_grade_parser(sub)
 
+    from trainers.evaluate import DEFAULT_MAX_INFRA_SHARE
     from trainers.wmrl_config import PRESETS
 
     tr = sub.add_parser("train", help="post-train a policy with WMRL or a baseline mode")
@@ -199,6 +205,9 @@ def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
     ev.add_argument("--tasks", nargs="*", help="restrict to these task ids (LIBERO: indices or names)")
     ev.add_argument("--executor", default=DEFAULT_EXECUTOR, help=EXECUTOR_HELP)
     ev.add_argument("--workers", type=int, default=None, help="parallel executions (default: one per core)")
+    ev.add_argument("--max-infra-share", type=float, default=DEFAULT_MAX_INFRA_SHARE,
+                    help="code envs: the largest share of a task's samples that may fail for infrastructure reasons "
+                         "(left out of its mean); more stops the evaluation with an error (default: %(default)s)")
     ev.add_argument("--sim-workers", type=int, default=1,
                     help="LIBERO-Long: simulation workers the episodes are spread over (default: %(default)s, this "
                          "process; with --executor ray, Ray actors)")

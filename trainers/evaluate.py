@@ -11,6 +11,11 @@ The score is each env's reward quantity: the leaderboard position score for MLE-
 the relative performance gap for DSBench tasks. DSBench reports are summarised as DSBench does:
 mean RPG over tasks (a failed task counts 0) and the completion rate, the share of tasks with a
 valid submission (avg@k: each task counts the share of its k samples that were valid).
+
+An infrastructure failure (the sandbox could not run a sample) is not a score: a task's mean leaves
+it out and the reports count it per task. Where more than ``max_infra_share`` of a task's samples
+failed so, no mean is reported: the evaluation stops with :class:`InfraFailureError` naming the
+first cause.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from wmrl_envs.errors import ConfigError
+from wmrl_envs.errors import ConfigError, InfraFailureError
 from wmrl_envs.grading import mean_rpg
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring import CodeScorer, extract_code
@@ -33,6 +38,27 @@ from wmrl_envs.tasks import SPLIT_CHOICES
 from wmrl_envs.tasks.spec import Task
 
 Responder = Callable[[Task, int, int], list[str]]
+
+#: The largest share of a task's samples (in evaluation) or of a window's executions (in training)
+#: that may fail for infrastructure reasons before the numbers are refused.
+DEFAULT_MAX_INFRA_SHARE = 0.5
+
+
+def check_max_infra_share(value: float) -> None:
+    """``max_infra_share`` must lie in [0, 1): below 1, a task or window that is reported keeps a score."""
+    if not 0.0 <= value < 1.0:
+        raise ConfigError(f"max_infra_share must be in [0, 1), got {value}")
+
+
+def infra_excess(failures: int, total: int, what: str, max_share: float, cause: str | None) -> str | None:
+    """Why ``failures`` infrastructure failures among ``total`` ``what`` (e.g. "samples") are too many
+    to report a number (more than ``max_share`` of them), in one line naming the first ``cause``;
+    None when they are few enough."""
+    if not total or failures / total <= max_share:
+        return None
+    first = " ".join((cause or "not recorded").split())  # one line, whatever the sandbox printed
+    return (f"{failures} of {total} {what} ({failures / total:.0%}) failed for infrastructure reasons (more than "
+            f"max_infra_share {max_share:g} allows); first cause: {first}")
 
 
 def select_tasks(env_id: str, suite: str, split: str, task_ids: Sequence[str] | None) -> list[Task]:
@@ -82,6 +108,9 @@ class EvalConfig:
         workers: Parallel executions (default: one per core).
         task_ids: Restrict to these tasks (default: the whole split).
         seed: Base seed handed to responders.
+        max_infra_share: The largest share of a task's samples that may fail for infrastructure
+            reasons (left out of its mean); more stops the evaluation with
+            :class:`~wmrl_envs.errors.InfraFailureError`. In [0, 1).
     """
 
     env_id: str = "wmrl/MLEDojo-v0"
@@ -92,8 +121,10 @@ class EvalConfig:
     workers: int | None = None
     task_ids: tuple[str, ...] | None = None
     seed: int = 0
+    max_infra_share: float = DEFAULT_MAX_INFRA_SHARE
 
     def __post_init__(self) -> None:
+        check_max_infra_share(self.max_infra_share)
         if self.k < 1:
             raise ConfigError(f"k must be >= 1, got {self.k}")
         if self.split not in SPLIT_CHOICES:
@@ -102,7 +133,8 @@ class EvalConfig:
 
 @dataclass
 class TaskResult:
-    """avg@k outcome of one policy on one task."""
+    """avg@k outcome of one policy on one task. ``infra_failures`` samples had no score (left out
+    of every list but ``infra_errors``, their distinct messages in order of appearance)."""
 
     task_id: str
     metric: str
@@ -114,6 +146,7 @@ class TaskResult:
     infra_failures: int = 0
     errors: list[str] = field(default_factory=list)
     quantity: str = "position"
+    infra_errors: list[str] = field(default_factory=list)
 
     @property
     def mean_score(self) -> float:
@@ -123,6 +156,14 @@ class TaskResult:
     def completion(self) -> float:
         """Share of the samples with a valid submission (DSBench's task completion, avg@k)."""
         return float(np.mean(self.valid)) if self.valid else 0.0
+
+    def check_infra(self, policy: str, max_share: float) -> None:
+        """Raise :class:`InfraFailureError` when more than ``max_share`` of the samples failed for
+        infrastructure reasons: the task's mean would not be a score."""
+        why = infra_excess(self.infra_failures, self.infra_failures + len(self.scores), "samples", max_share,
+                           self.infra_errors[0] if self.infra_errors else None)
+        if why is not None:
+            raise InfraFailureError(f"no score for {policy} on task {self.task_id}: {why}")
 
 
 @dataclass
@@ -140,6 +181,9 @@ class EvalReport:
         return any(t.quantity == "rpg" for t in self.tasks)
 
     def summary(self) -> dict[str, float]:
+        """MLE-bench's aggregates; raises :class:`InfraFailureError` for a task past ``max_infra_share``."""
+        for t in self.tasks:
+            t.check_infra(self.policy, self.config.max_infra_share)
         per_task = np.array([t.mean_score for t in self.tasks])
         n = len(per_task)
         medals = [m for t in self.tasks for m in t.medals]
@@ -179,6 +223,7 @@ def evaluate(responder: Responder, policy_name: str, config: EvalConfig, *, prog
             responses = responder(task, config.k, config.seed)
             scored = scorer.execute([task] * len(responses), [extract_code(r) for r in responses])
             results.append(_task_result(task, scored))
+            results[-1].check_infra(policy_name, config.max_infra_share)  # stop at once: the sandbox is broken
     finally:
         scorer.close()
     return EvalReport(policy_name, config, results, wall_s=time.perf_counter() - start)
@@ -186,6 +231,7 @@ def evaluate(responder: Responder, policy_name: str, config: EvalConfig, *, prog
 
 def _task_result(task: Task, scored: Sequence[Any]) -> TaskResult:
     kept = [s for s in scored if not s.infra_failure]  # infra failures are not scores
+    infra_errors = [s.error or "" for s in scored if s.infra_failure]
     return TaskResult(
         task_id=task.id,
         metric=task.spec.metric,
@@ -197,6 +243,7 @@ def _task_result(task: Task, scored: Sequence[Any]) -> TaskResult:
         infra_failures=len(scored) - len(kept),
         errors=sorted({s.error for s in kept if s.error}),
         quantity="rpg" if task.spec.meta.get("reward") == "rpg" else "position",
+        infra_errors=list(dict.fromkeys(infra_errors)),
     )
 
 
@@ -204,27 +251,30 @@ def markdown_table(reports: Sequence[EvalReport]) -> str:
     """Side-by-side Markdown: a summary table, then per-task avg@k scores.
 
     DSBench reports show mean RPG and the completion rate; MLE-Dojo reports the position score,
-    the valid-submission rate and MLE-bench's medal aggregates.
+    the valid-submission rate and MLE-bench's medal aggregates. Both count the infrastructure
+    failures left out of the means, in all and per task (``(n infra)`` after a task's score).
     """
     rpg = bool(reports) and reports[0].is_rpg
     if rpg:
-        lines = ["| policy | tasks | k | mean RPG (± SE) | completion rate |", "|---|---|---|---|---|"]
+        lines = ["| policy | tasks | k | mean RPG (± SE) | completion rate | infra failures |",
+                 "|---|---|---|---|---|---|"]
     else:
-        lines = ["| policy | tasks | k | position score (mean ± SE) | valid | any medal | gold | above median |",
-                 "|---|---|---|---|---|---|---|---|"]
+        lines = ["| policy | tasks | k | position score (mean ± SE) | valid | any medal | gold | above median "
+                 "| infra failures |", "|---|---|---|---|---|---|---|---|---|"]
     for rep in reports:
         s = rep.summary()
         head = f"| {rep.policy} | {s['n_tasks']} | {s['k']} | {s['score_mean']:.3f} ± {s['score_se']:.3f} |"
         if rpg:
-            lines.append(f"{head} {s['completion_rate']:.0%} |")
+            lines.append(f"{head} {s['completion_rate']:.0%} | {s['infra_failures']} |")
         else:
             lines.append(f"{head} {s['valid_rate']:.0%} | {s['medal_rate']:.0%} | {s['gold_rate']:.0%} | "
-                         f"{s['above_median_rate']:.0%} |")
+                         f"{s['above_median_rate']:.0%} | {s['infra_failures']} |")
     if reports:
         lines += ["", "| task | metric | " + " | ".join(r.policy for r in reports) + " |",
                   "|---|---|" + "---|" * len(reports)]
         for i, task in enumerate(reports[0].tasks):
-            cells = [f"{r.tasks[i].mean_score:.3f}" for r in reports]
+            cells = [f"{r.tasks[i].mean_score:.3f}" + (f" ({r.tasks[i].infra_failures} infra)"
+                                                       if r.tasks[i].infra_failures else "") for r in reports]
             lines.append(f"| {task.task_id} | {task.metric} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -241,5 +291,10 @@ def write_reports(reports: Sequence[EvalReport], out_dir: Path, title: str, meta
                 "share of tasks with a valid submission; SE is over tasks.")
     else:
         note = "Scores are avg@k by real sandboxed execution against each task's leaderboard; SE is over tasks."
+    if reports:
+        note += (" Infrastructure failures (the sandbox could not run a sample) are not scores: each task's mean "
+                 "leaves them out and `(n infra)` counts them; more than "
+                 f"{reports[0].config.max_infra_share:.0%} of a task's samples failing so stops the evaluation "
+                 "with an error instead of a score.")
     md.write_text(f"# {title}\n\n" + markdown_table(reports) + "\n" + note + "\n")
     return md

@@ -16,7 +16,14 @@ One step, top to bottom (:meth:`WMRLTrainer.train_step`):
 5. **Denoise and update.** Anchor samples get the weight ``w_A`` of the configured rule
    (:mod:`wmrl_envs.scoring.fusion`), world-model samples 1, normalised to mean 1; the
    clipped surrogate loss takes an optimiser step.
-6. **Account.** The compute ledger records generation, world-model, execution and update time.
+6. **Account.** The compute ledger records generation, world-model, execution and update time;
+   ``execution/infra_failures`` and ``execution/infra_share`` count the step's executions (samples
+   of real and anchor groups not settled by a proof) that failed for infrastructure reasons.
+
+A run without real signal stops: when more than ``max_infra_share`` of the executions of the last
+``infra_window`` steps (or, in a shorter run, of all its steps at its end) failed for
+infrastructure reasons, training saves a resumable checkpoint and raises
+:class:`~wmrl_envs.errors.InfraFailureError` naming the first cause.
 
 Warmup (the first ``warmup_steps`` steps, with more anchors) measures the fusion constant c of
 the ``eta2`` and ``sampling`` anchor-weight rules: it compares gradient variances of the same
@@ -37,6 +44,7 @@ import csv
 import json
 import os
 import random
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +55,12 @@ from tqdm.auto import tqdm
 from agents.base import Policy, Rollout, pad_logps
 from trainers import fusion, grpo
 from trainers.adapters import EnvAdapter, GroupOutcome
+from trainers.evaluate import infra_excess
 from trainers.families import get_family
 from trainers.ledger import ComputeLedger
 from trainers.wmrl_config import WMRLConfig
 from wmrl_envs.calibration import Calibrator
+from wmrl_envs.errors import InfraFailureError
 from wmrl_envs.scoring import ConstantSchedule, ScoringCore, StepSchedule, sample_weights
 from wmrl_envs.scoring.shaping import shaped_return
 
@@ -75,6 +85,8 @@ class WMRLTrainer:
         self._warmup_samples: list[tuple[Rollout, float, float, Any]] = []
         self.step = 0
         self.history: list[dict[str, float]] = []
+        # (infra failures, executions, first infra failure's message) of the recent steps of this process
+        self._infra_window: deque[tuple[int, int, str | None]] = deque(maxlen=config.infra_window)
         self.run_dir = Path(config.output_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._tb = None
@@ -110,6 +122,7 @@ class WMRLTrainer:
         cfg, step = self.config, self.step
         outcomes = self.collect(step)
         rollouts, rewards, is_anchor, metrics = self._rewards(outcomes)
+        metrics.update(self._count_infra(outcomes))
         if cfg.uses_anchors and isinstance(self.core.schedule, StepSchedule):
             metrics.update(self._adapt_anchors(step))
         measuring = cfg.measures_fusion_constant and self.c is None  # warmup, or extended until anchors carry signal
@@ -149,6 +162,33 @@ class WMRLTrainer:
             metrics["reward/valid_rate"] = float(np.mean(np.concatenate([o.scored.valid for o in executed])))
         metrics["train/dropped"] = float(sum(len(o.rollouts) for o in outcomes) - len(rollouts))
         return rollouts, np.array(rewards), np.array(is_anchor, dtype=bool), metrics
+
+    def _count_infra(self, outcomes: list[GroupOutcome]) -> dict[str, float]:
+        """``execution/*`` metrics of a step: its executions (samples of real and anchor groups that no
+        proof settled) and how many failed for infrastructure reasons; remembered for the stop rule."""
+        executions = [s for o in outcomes if o.stream in ("real", "anchor") for s in o.scored.samples if not s.proved]
+        failed = [s for s in executions if s.infra_failure]
+        self._infra_window.append((len(failed), len(executions), failed[0].error if failed else None))
+        return {"execution/runs": float(len(executions)), "execution/infra_failures": float(len(failed)),
+                "execution/infra_share": len(failed) / len(executions) if executions else float("nan")}
+
+    def _stop_without_signal(self) -> None:
+        """Save a checkpoint and raise :class:`InfraFailureError` when more than ``max_infra_share`` of the
+        window's executions failed for infrastructure reasons: the rewards carry no real signal (a
+        ``wmrl`` run would silently become a ``world_model`` one). Checked on a full window, or at
+        the end of a run shorter than one."""
+        window = self._infra_window
+        if len(window) < window.maxlen and self.step < self.config.steps:
+            return
+        first = next((cause for _, _, cause in window if cause is not None), None)
+        why = infra_excess(sum(f for f, _, _ in window), sum(n for _, n, _ in window),
+                           f"executions of the last {len(window)} step(s)", self.config.max_infra_share, first)
+        if why is None:
+            return
+        path = self.save_checkpoint()
+        self._close_logs()
+        raise InfraFailureError(f"training stopped after step {self.step}, its rewards have no real signal: {why}. "
+                                f"Checkpoint saved to {path}: fix the cause, then resume (wmrl train --resume)")
 
     def _adapt_anchors(self, step: int) -> dict[str, float]:
         """The schedule's adaptive-anchoring rule, once per step after its anchors reached the calibrator."""
@@ -239,14 +279,17 @@ class WMRLTrainer:
     def train(self, progress: bool = True) -> list[dict[str, float]]:
         bar = tqdm(total=self.config.steps, initial=self.step, desc=f"train {self.config.mode}",
                    disable=not progress, unit="step")
-        while self.step < self.config.steps:
-            metrics = self.train_step()
-            bar.update(1)
-            bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", w=f"{metrics.get('fusion/w_anchor', 1):.2f}")
-            every = self.config.checkpoint_every
-            if every and self.step % every == 0:
-                self.save_checkpoint()
-        bar.close()
+        try:
+            while self.step < self.config.steps:
+                metrics = self.train_step()
+                bar.update(1)
+                bar.set_postfix(reward=f"{metrics['reward/mean']:.3f}", w=f"{metrics.get('fusion/w_anchor', 1):.2f}")
+                every = self.config.checkpoint_every
+                if every and self.step % every == 0:
+                    self.save_checkpoint()
+                self._stop_without_signal()
+        finally:
+            bar.close()
         self.save_checkpoint()
         self._close_logs()
         return self.history

@@ -21,6 +21,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from trainers.evaluate import DEFAULT_MAX_INFRA_SHARE, check_max_infra_share
 from wmrl_envs.calibration import CalibratorConfig
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.libero.workers import DEFAULT_EPISODE_TIMEOUT_S
@@ -201,6 +202,14 @@ class WMRLConfig:
     output_dir: str = field(default="runs/wmrl", metadata={"help": "run folder (metrics, checkpoints, plots)"})
     checkpoint_every: int = field(default=5, metadata={"help": "steps between checkpoints (0: only at the end)"})
     tensorboard: bool = field(default=True, metadata={"help": "write TensorBoard events when available"})
+    max_infra_share: float = field(default=DEFAULT_MAX_INFRA_SHARE, metadata={
+        "help": "the largest share of executions that may fail for infrastructure reasons (the sandbox could not "
+                "start): over the last --infra-window steps (more stops training with an error, after saving a "
+                "resumable checkpoint), and per task in the held-out evaluation (more stops it instead of reporting "
+                "a score); in [0, 1)"})
+    infra_window: int = field(default=5, metadata={
+        "help": "training steps whose executions --max-infra-share is checked over, counted from the start or the "
+                "resume; a shorter run is checked over all its steps at its end"})
     family: FamilyConfig = field(default_factory=FamilyConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     loss: LossConfig = field(default_factory=LossConfig)
@@ -214,6 +223,9 @@ class WMRLConfig:
             raise ConfigError(f"steps must be >= 1, got {self.steps}")
         if self.checkpoint_every < 0:
             raise ConfigError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
+        check_max_infra_share(self.max_infra_share)
+        if self.infra_window < 1:
+            raise ConfigError(f"infra_window must be >= 1, got {self.infra_window}")
         if self.uses_anchors and self.schedule.warmup_steps >= self.steps:
             raise ConfigError(f"warmup_steps must be in [0, steps), got {self.schedule.warmup_steps}")
         if self.measures_fusion_constant and self.schedule.warmup_steps == 0:

@@ -67,9 +67,33 @@ class MissingDependencyError(WMRLError):
     """An optional package that one feature needs (e.g. a suite's data source) is not installed."""
 
 
+class MissingExtraError(MissingDependencyError):
+    """A feature needs one of wmrl's optional extras, which is not installed:
+    ``MissingExtraError(extra, feature, reason)``. Its message is one line that names the feature,
+    the extra and the command that installs it. Raised where the import happens, mostly by
+    :func:`wmrl_envs.extras.requires_extra`; the ``wmrl`` command prints it and exits non-zero.
+    """
+
+    def __str__(self) -> str:  # built from the args, so the error pickles (Ray, worker pipes)
+        extra, feature, reason = self.args
+        return f"{feature} needs the {extra} extra: pip install 'wmrl[{extra}]' ({reason})"
+
+    @property
+    def extra(self) -> str:
+        """The extra to install, as pyproject.toml's ``[project.optional-dependencies]`` names it."""
+        return self.args[0]
+
+
 class CalibratorLostError(WMRLError):
     """A calibrator that lives in a Ray actor is gone, and Ray could not restart it from its saved
     state: what it learnt since this process last read it is lost (an infrastructure failure)."""
+
+
+class InfraFailureError(WMRLError):
+    """Too many executions failed for infrastructure reasons (the sandbox could not start, a
+    worker was lost) for the numbers to mean anything: an evaluated task past its allowed share,
+    or a training run whose recent steps had no real signal. The message names the first cause
+    (the sandbox's own message); a run stopped by it leaves a resumable checkpoint."""
 
 
 class SimulationWorkerError(WMRLError):

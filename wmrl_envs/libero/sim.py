@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wmrl_envs.libero.tasks import SAMPLED_INIT_STATES_START, bddl_path, init_states, task_index
+from wmrl_envs.extras import requires_extra
+from wmrl_envs.libero.tasks import ENV_ID, SAMPLED_INIT_STATES_START, bddl_path, init_states, task_index
 
 #: Slots in ``object_state``; libero_10's busiest scene holds 8 objects and fixtures.
 MAX_OBJECTS = 8
@@ -63,7 +64,8 @@ class LiberoSim:
     """
 
     def __init__(self, task: int | str, cameras: bool = False, camera_size: int = 128) -> None:
-        from libero.libero.envs import OffScreenRenderEnv
+        with requires_extra("libero", ENV_ID):
+            from libero.libero.envs import OffScreenRenderEnv
 
         self.task_index = task_index(task)
         self.cameras = cameras

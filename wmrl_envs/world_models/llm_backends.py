@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from wmrl_envs.errors import ConfigError, WMRLError
+from wmrl_envs.extras import requires_extra
 
 Message = Mapping[str, str]  # {"role": ..., "content": ...}
 
@@ -301,10 +302,8 @@ def llamacpp_params(
     ``n_ctx`` is the context of each request; llama.cpp splits its total context among the
     ``n_parallel`` request slots, so the total is ``n_ctx * n_parallel``.
     """
-    try:
+    with requires_extra("llm", "the llama.cpp backend"):
         import xllamacpp
-    except ImportError as exc:
-        raise ConfigError("the llama.cpp backend needs xllamacpp: pip install xllamacpp") from exc
     path = Path(gguf_path) if gguf_path is not None else default_gguf_path()
     if not path.is_file():
         raise ConfigError(f"GGUF model file {path} does not exist")
@@ -409,10 +408,8 @@ class TransformersBackend(ChatBackend):
                 f"{path} is not a local checkpoint directory (no config.json); "
                 "TransformersBackend loads only local files, never from a model hub"
             )
-        try:
+        with requires_extra("llm", "the transformers backend"):
             from transformers import AutoModelForCausalLM, AutoTokenizer
-        except ImportError as exc:
-            raise ConfigError("the transformers backend needs transformers and torch: pip install 'wmrl[llm]'") from exc
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.top_logprobs = top_logprobs

