@@ -10,6 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 import wmrl_envs
 from agents.code.grammar import REFERENCE_SOLUTIONS, SolutionChoices, render_response
+from wmrl_envs.grading import submission_cap
 from wmrl_envs.tasks import get_task, list_tasks
 
 INFO_KEYS = {"task_id", "stream", "score", "raw_score", "real_score", "wm_score_raw", "wm_score_calibrated",
@@ -116,6 +117,18 @@ def test_bad_responses_score_zero_with_a_clear_error(train_task, response, expec
     assert env.observation_space.contains(obs)
     env.close()
 
+
+
+def test_a_sparse_submission_past_its_cap_is_a_scored_invalid_submission(train_task):
+    # Costs the run no disk blocks; the host grader rejects it by its size instead of reading it.
+    size = submission_cap(train_task.sample_submission_path) + 1
+    env = gym.make("wmrl/MLEDojo-v0", reward="real")
+    env.reset(seed=0, options={"task_id": train_task.id})
+    script = f"with open('submission.csv', 'wb') as fh:\n    fh.truncate({size})"
+    obs, reward, terminated, _, info = env.step(f"```python\n{script}\n```")
+    assert terminated and reward == 0.0 and info["score"] == 0.0 and not info["valid"]
+    assert f"invalid submission: submission file is too large: {size:,} bytes" in info["error"]
+    env.close()
 
 def test_unknown_task_and_bad_config_raise_typed_errors():
     from wmrl_envs.errors import ConfigError, TaskNotFoundError

@@ -1,6 +1,8 @@
 """Grader: golden tests, order invariance, id/label normalisation and malformed submissions."""
 
 import math
+import os
+import tracemalloc
 
 import numpy as np
 import pandas as pd
@@ -16,6 +18,7 @@ from wmrl_envs.grading import (
     grade_file,
     perfect_submission,
     read_submission,
+    submission_cap,
     validate_submission,
 )
 from wmrl_envs.tasks.spec import TaskSpec
@@ -248,7 +251,7 @@ def test_read_submission_errors(tmp_path):
     with pytest.raises(InvalidSubmissionError, match="not a parseable CSV"):
         read_submission(ragged)
     binary = tmp_path / "binary.csv"
-    binary.write_bytes(b"id,target\n\xff\xfe\x00\x81,1\n")
+    binary.write_bytes(b"id,target\n\xff\xfe\x81,1\n")  # not UTF-8 (NUL bytes: see the tests below)
     with pytest.raises(InvalidSubmissionError, match="not a parseable CSV"):
         read_submission(binary)
     big = tmp_path / "big.csv"
@@ -256,6 +259,66 @@ def test_read_submission_errors(tmp_path):
     with pytest.raises(InvalidSubmissionError, match="too large"):
         read_submission(big, max_bytes=20)
 
+
+
+def traced_peak(call):
+    """``call()``'s exception and the peak of Python allocations while it ran."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidSubmissionError) as raised:
+            call()
+        return raised.value, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_sparse_submission_past_its_cap_is_invalid_without_being_read(tmp_path):
+    # A sparse file costs its writer no disk blocks; its apparent size must not cost the grader memory.
+    spec, answers, submission = task_for("rmse")
+    sample = tmp_path / "sample_submission.csv"
+    submission.to_csv(sample, index=False)
+    cap = submission_cap(sample)
+    path = tmp_path / "submission.csv"
+    path.touch()
+    os.truncate(path, 4 * cap)
+    error, peak = traced_peak(lambda: grade_file(path, answers, spec, max_bytes=cap))  # as wmrl_envs/scoring/code.py
+    assert f"too large: {4 * cap:,} bytes, the cap is {cap:,} bytes" in str(error)
+    assert peak < cap // 4
+
+
+def test_a_submission_with_a_hole_is_invalid_at_its_first_nul_byte(tmp_path):
+    spec, answers, submission = task_for("rmse")
+    path = tmp_path / "submission.csv"
+    submission.to_csv(path, index=False)
+    written = path.stat().st_size
+    cap = submission_cap(None)
+    os.truncate(path, cap)  # at the cap, so the size lets it through: the bytes read must stop it
+    error, peak = traced_peak(lambda: grade_file(path, answers, spec, max_bytes=cap))
+    assert f"NUL byte at offset {written:,}" in str(error)
+    assert peak < cap // 2  # the read stopped at the first chunk that holds a NUL
+
+
+def test_reading_stops_past_the_cap_whatever_the_file_size_says():
+    # /proc files report size 0 and hold more; bytes are counted as read, never taken from stat.
+    status = "/proc/self/status"
+    assert os.stat(status).st_size == 0
+    with pytest.raises(InvalidSubmissionError, match="too large: more than the cap of 64 bytes"):
+        read_submission(status, max_bytes=64)
+
+
+def test_the_cap_admits_every_honest_submission_at_full_precision(tmp_path):
+    # The worst ratio to the sample: one-character values become quoted full-precision floats, CRLF-ended.
+    columns = [f"p{j}" for j in range(100)]
+    rows = range(2000)
+    sample = tmp_path / "sample_submission.csv"
+    sample.write_text("id," + ",".join(columns) + "\n" + "".join(f"{i}," + ",".join("0" * len(columns)) + "\n" for i in rows))
+    value = '"-1.2345678901234567e-308"'
+    honest = tmp_path / "submission.csv"
+    honest.write_text("id," + ",".join(columns) + "\r\n" + "".join(f"{i}," + ",".join([value] * len(columns)) + "\r\n"
+                                                                for i in rows), newline="")
+    cap = submission_cap(sample)
+    assert cap == 16 * sample.stat().st_size > honest.stat().st_size > submission_cap(None)
+    assert read_submission(honest, max_bytes=cap).shape == (len(rows), 1 + len(columns))
 
 def test_header_only_file_is_an_empty_submission(tmp_path, regression):
     spec, answers = regression

@@ -6,6 +6,7 @@ from wmrl_envs.grading.grader import (
     grade_file,
     perfect_submission,
     read_submission,
+    submission_cap,
     validate_submission,
 )
 from wmrl_envs.grading.leaderboard import Leaderboard, medal_ranks
@@ -27,6 +28,7 @@ __all__ = [
     "perfect_submission",
     "read_submission",
     "relative_performance_gap",
+    "submission_cap",
     "task_leaderboards",
     "task_reward",
     "validate_submission",

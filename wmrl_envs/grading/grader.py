@@ -27,6 +27,7 @@ answers or an inconsistent spec raise :class:`TaskFormatError` (the task is brok
 
 from __future__ import annotations
 
+import io
 import os
 from collections import Counter
 from dataclasses import dataclass
@@ -42,28 +43,73 @@ from wmrl_envs.grading.conventions import Conventions, conventions
 from wmrl_envs.grading.metrics import Metric, get_metric
 from wmrl_envs.tasks.spec import TaskSpec
 
-MAX_SUBMISSION_BYTES = 256 * 1024 * 1024
+#: The cap of a submission's size when nothing is known of its task (:func:`submission_cap`).
+SUBMISSION_CAP_FLOOR_BYTES = 4 * 1024 * 1024
+#: How many times its task's sample submission a submission may weigh (:func:`submission_cap`).
+SUBMISSION_CAP_SAMPLE_FACTOR = 16
+_READ_CHUNK_BYTES = 1024 * 1024
 
 
-def read_submission(path: str | os.PathLike[str], *, max_bytes: int = MAX_SUBMISSION_BYTES) -> pd.DataFrame:
-    """Read a submission CSV; any unreadable file raises :class:`InvalidSubmissionError`."""
+def submission_cap(sample_submission: str | os.PathLike[str] | None) -> int:
+    """The most bytes a submission may hold: ``max(4 MiB, 16 x the sample submission's size)``.
+
+    A valid submission has the sample's rows and columns, so only its values' text differs: a
+    value at float64's full precision, quoted (``"-1.2345678901234567e-308",``, 27 bytes), takes
+    the place of at least a one-character value and its comma (2 bytes), 13.5 times as many, and
+    16 leaves room for CRLF line ends; the floor covers small tasks in any format. Grading holds
+    at most this many bytes, plus the frame pandas builds from them, whatever the file claims. A
+    task without a sample submission (hand-built ones only: every layout requires it) gets the floor.
+    """
+    sample = Path(sample_submission) if sample_submission is not None else None
+    sample_bytes = sample.stat().st_size if sample is not None and sample.is_file() else 0
+    return max(SUBMISSION_CAP_FLOOR_BYTES, SUBMISSION_CAP_SAMPLE_FACTOR * sample_bytes)
+
+
+def read_submission(path: str | os.PathLike[str], *, max_bytes: int = SUBMISSION_CAP_FLOOR_BYTES) -> pd.DataFrame:
+    """Read a submission CSV of at most ``max_bytes`` bytes (a task's :func:`submission_cap`).
+
+    Any unreadable file raises :class:`InvalidSubmissionError`: missing, not a regular file, empty,
+    larger than ``max_bytes``, holding a NUL byte, not UTF-8 or not a CSV. The size is the count
+    of bytes read, never more than ``max_bytes + 1`` of them: a sparse file's apparent size
+    costs its writer nothing, and it reads as NUL bytes.
+    """
     path = Path(path)
     if not path.exists():
         raise InvalidSubmissionError(f"submission file not found: {path}")
     if not path.is_file():
         raise InvalidSubmissionError(f"submission path is not a regular file: {path}")
     size = path.stat().st_size
-    if size == 0:
+    if size > max_bytes:  # rejected without reading it
+        raise InvalidSubmissionError(f"submission file is too large: {size:,} bytes, the cap is {max_bytes:,} bytes: {path}")
+    data = _read_bounded(path, max_bytes)
+    if not data:
         raise InvalidSubmissionError(f"submission file is empty (0 bytes): {path}")
-    if size > max_bytes:
-        raise InvalidSubmissionError(f"submission file is too large: {size} bytes, limit {max_bytes} bytes: {path}")
     try:
-        return pd.read_csv(path, low_memory=False)
+        return pd.read_csv(io.BytesIO(data), low_memory=False)
     except pd.errors.EmptyDataError as exc:
         raise InvalidSubmissionError(f"submission file is empty (no header): {path}") from exc
     except (pd.errors.ParserError, UnicodeDecodeError) as exc:
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InvalidSubmissionError(f"submission file is not a parseable CSV: {path}: {detail}") from exc
+
+
+def _read_bounded(path: Path, max_bytes: int) -> bytes:
+    """The file's bytes, reading at most ``max_bytes + 1`` (one more tells that it is over the cap).
+
+    A NUL byte stops the read: no CSV holds one, and a sparse file's holes read as NULs.
+    """
+    data = io.BytesIO()
+    with path.open("rb") as fh:
+        while chunk := fh.read(min(_READ_CHUNK_BYTES, max_bytes + 1 - data.tell())):
+            nul = chunk.find(b"\0")
+            if nul >= 0:
+                raise InvalidSubmissionError(f"submission file holds a NUL byte at offset {data.tell() + nul:,} "
+                                             f"(a CSV is text; a sparse file reads as NULs): {path}")
+            data.write(chunk)
+            if data.tell() > max_bytes:
+                # The file grew after it was measured, or its size does not tell its content (/proc).
+                raise InvalidSubmissionError(f"submission file is too large: more than the cap of {max_bytes:,} bytes: {path}")
+    return data.getvalue()
 
 
 def validate_submission(submission: pd.DataFrame, answers: pd.DataFrame, spec: TaskSpec) -> pd.DataFrame:
@@ -84,9 +130,10 @@ def grade(submission: pd.DataFrame, answers: pd.DataFrame, spec: TaskSpec) -> fl
     return _score(aligned, answers.reset_index(drop=True), spec, expected)
 
 
-def grade_file(path: str | os.PathLike[str], answers: pd.DataFrame, spec: TaskSpec) -> float:
-    """:func:`read_submission` then :func:`grade`."""
-    return grade(read_submission(path), answers, spec)
+def grade_file(path: str | os.PathLike[str], answers: pd.DataFrame, spec: TaskSpec, *,
+               max_bytes: int = SUBMISSION_CAP_FLOOR_BYTES) -> float:
+    """:func:`read_submission` then :func:`grade`; ``max_bytes``: the task's :func:`submission_cap`."""
+    return grade(read_submission(path, max_bytes=max_bytes), answers, spec)
 
 
 def perfect_submission(answers: pd.DataFrame, spec: TaskSpec) -> pd.DataFrame:

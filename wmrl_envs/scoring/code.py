@@ -217,7 +217,7 @@ class CodeScorer:
         return self._answers[task.id]
 
     def _grade(self, task: Task, sample: ScoreResult, run) -> None:
-        from wmrl_envs.grading import grade, read_submission, task_reward
+        from wmrl_envs.grading import grade_file, submission_cap, task_reward
         from wmrl_envs.sandbox import ExecutionStatus
 
         proof = (sample.status, sample.exception) if sample.proved else None
@@ -235,7 +235,8 @@ class CodeScorer:
             elif run.submission_path is None:
                 sample.error = "the script finished but wrote no submission.csv in the working directory"
             else:
-                raw = grade(read_submission(run.submission_path), self.answers(task), task.spec)
+                raw = grade_file(run.submission_path, self.answers(task), task.spec,
+                                 max_bytes=submission_cap(task.sample_submission_path))
                 score, details = task_reward(task, raw)
                 sample.raw_score, sample.real_score, sample.valid, sample.leaderboard = raw, score, True, details
                 sample.status = outcome.VALID

@@ -154,13 +154,14 @@ def grade_report(task: Task, submission: Path) -> tuple[dict[str, Any], dict[str
     import numpy as np
 
     from wmrl_envs.errors import InvalidSubmissionError
-    from wmrl_envs.grading import grade, read_submission, task_reward
+    from wmrl_envs.grading import grade_file, submission_cap, task_reward
 
     # Floating-point errors (1e308 squared) become the reason for a non-finite value, not warnings.
     errors: set[str] = set()
     with np.errstate(over="call", divide="call", invalid="call", call=lambda kind, _flag: errors.add(kind)):
         try:
-            raw, error = grade(read_submission(submission), task.answers(), task.spec), None
+            raw = grade_file(submission, task.answers(), task.spec, max_bytes=submission_cap(task.sample_submission_path))
+            error = None
         except InvalidSubmissionError as exc:
             raw, error = None, str(exc)
         reward, details = task_reward(task, raw)  # an invalid submission scores 0, as in training

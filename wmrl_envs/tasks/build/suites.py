@@ -32,7 +32,7 @@ import yaml
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
 from wmrl_envs.errors import ConfigError, TaskFormatError, preview
-from wmrl_envs.grading import get_metric, grade, read_submission
+from wmrl_envs.grading import get_metric, grade_file, submission_cap
 from wmrl_envs.grading.grader import label_key
 from wmrl_envs.paths import builtin_tasks_dir
 from wmrl_envs.tasks.baseline import rpg_references, sample_submission
@@ -289,7 +289,7 @@ def write_task(suite: SuiteDef, task: TaskDef, out: Path) -> dict[str, Any]:
 
     _check_round_trip(out, train, test)
     answers = pd.read_csv(out / "private" / "answers.csv")
-    score = grade(read_submission(sample_path), answers, spec)
+    score = grade_file(sample_path, answers, spec, max_bytes=submission_cap(sample_path))
     if suite.reward == "rpg":
         spec = replace(spec, meta={**spec.meta, **rpg_references(spec, train, answers)})
         # Exact on purpose, no tolerance: the sample submission IS the baseline, graded twice here
