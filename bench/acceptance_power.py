@@ -8,7 +8,7 @@ without a margin fails an equal method often, and ten such clauses fail it most 
 
 This bench measures that on the grid's own runs instead of assuming normality. The runs end on
 a few discrete held-out scores (the grammar policy collapses onto one script within 12 steps),
-so it resamples the committed per-seed finals (``bench/results/stress_runs/``): for each draw,
+so it resamples the committed per-seed finals (``bench/results/stress_runs/*.jsonl.xz``): for each draw,
 ``--n`` seeds of ``real``, of each row's ``world_model`` and of a *stand-in* for ``wmrl``, and
 the ten clauses read as the issue reads them. The stand-ins:
 
@@ -31,13 +31,13 @@ Writes ``bench/results/<--name>.{json,md}`` (default ``acceptance_power``).
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from bench.archive import archive_of, read_runs
 from bench.common import RESULTS, write_result
 from bench.stress import as_recorded
 
@@ -61,8 +61,8 @@ def load_finals(folders: list[Path], seeds: list[int], variant: str = ISOTONIC) 
     agree (one memo)."""
     finals: dict[tuple[str, str], dict[int, float]] = {}
     for folder in folders:
-        for path in sorted(folder.glob("*.json")):
-            record = as_recorded(json.loads(path.read_text()))
+        for name, run in read_runs(folder).items():
+            record = as_recorded(run)
             key = record["key"]
             wanted = variant if key["mode"] == "wmrl" else ""
             if (key["seed"] not in seeds or key["advantage"] != "std" or key["adaptive"]
@@ -71,7 +71,8 @@ def load_finals(folders: list[Path], seeds: list[int], variant: str = ISOTONIC) 
             final = record["curve"][-1]["heldout_mean"]
             seen = finals.setdefault((row_name(key), key["mode"]), {})
             if key["seed"] in seen and abs(seen[key["seed"]] - final) > 1e-9:
-                raise ValueError(f"{path}: seed {key['seed']} ends at {final}, elsewhere at {seen[key['seed']]}")
+                raise ValueError(f"{archive_of(folder)}: {name}: seed {key['seed']} ends at {final}, "
+                                 f"elsewhere at {seen[key['seed']]}")
             seen[key["seed"]] = final
     return finals
 
@@ -110,7 +111,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", nargs="+", type=Path,
                         default=[RESULTS / "stress_runs" / name for name in DEFAULT_FOLDERS],
-                        help="folders of per-run records, all from one machine and memo")
+                        help="run folders (each kept as RUNS.jsonl.xz), all from one machine and memo")
     parser.add_argument("--seeds", nargs="+", type=int, default=list(range(3, 13)))
     parser.add_argument("--n", nargs="+", type=int, default=[5, 10, 20], help="seeds per arm of a confirmation")
     parser.add_argument("--draws", type=int, default=20000)

@@ -21,7 +21,8 @@ A world model is identified by its content (artefact sha256, proofs on or off, s
 not): every run scores with the instance the bench loaded and fingerprinted, never with a file
 read later, so an artefact shipped while the bench runs cannot slip into a run unrecorded.
 
-Recorded per run, in ``bench/results/buggy_agent/<run>.json`` as each run finishes:
+Recorded per run, as ``<run>.json`` of ``bench/results/buggy_agent.jsonl.xz`` (:mod:`bench.archive`)
+as each run finishes:
 
 * the learning curve: held-out avg@k by real execution at a few steps, against the ledger's
   training compute (evaluation excluded), with the held-out samples' bug share;
@@ -38,7 +39,7 @@ defaults now apply (its anchor-weight rule and global map are recorded): such a 
 left out of the report, and trains again (with the memo, in seconds to a few minutes). So does a
 run that predates the ledger charging memoized replays. Executions are
 memoized as in ``bench/stress.py`` (:mod:`bench.training`) (every reuse charged its first run's cost).
-Aggregates (mean ± SE over seeds) of every finished run in the folder go to
+Aggregates (mean ± SE over seeds) of every finished run in the archive go to
 ``bench/results/buggy_agent.json``, ``.md`` and ``.png``.
 
     OMP_NUM_THREADS=1 python -m bench.buggy_agent --workers 2        # every run not yet done
@@ -68,9 +69,10 @@ import numpy as np
 import torch
 
 from agents.code.policy import DEFAULT_BUG_OPERATORS, NO_BUG
-from bench.common import RESULTS, mean_se, rerun_command, setup_threads
+from bench.archive import add_run, archive_of, read_runs
+from bench.common import RESULTS, mean_se, rerun_command, save_figure, setup_threads
 from bench.curves import draw_curve, mean_curve
-from bench.training import FAST_HELDOUT, FAST_TRAIN, ExecutionMemo, MemoScorer, load_run
+from bench.training import FAST_HELDOUT, FAST_TRAIN, ExecutionMemo, MemoScorer, checked_run
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
 from trainers.families.code import scorer_options
@@ -354,10 +356,12 @@ def settings_of(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_or_load(key: RunKey, args: argparse.Namespace, memo: ExecutionMemo, eval_tasks,
                 world_models: dict[str, WorldModelArm]) -> dict[str, Any]:
-    """A run's summary: from its file when it finished with the same world model, else trained now and saved."""
-    path = args.results / f"{key.name}.json"
-    if path.exists():
-        result = load_run(path, settings_of(args))
+    """A run's summary: from the archive of ``--results`` when it finished with the same world model,
+    else trained now and added to it."""
+    name = f"{key.name}.json"
+    finished = read_runs(args.results)
+    if name in finished:
+        result = checked_run(finished[name], settings_of(args), f"{archive_of(args.results)}: {name}")
         why = stale_reason(result, args, world_models) or (
             None if result.get("memo_replays_charged") else "its ledger charged no memo replays")
         if why is None:
@@ -365,9 +369,7 @@ def run_or_load(key: RunKey, args: argparse.Namespace, memo: ExecutionMemo, eval
         print(f"run {key.name}: stale ({why}), training again", flush=True)
     print(f"run {key.name}", flush=True)
     result = train_run(key, args, memo, eval_tasks, world_models)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, path)
+    add_run(args.results, name, result)
     return result
 
 
@@ -493,7 +495,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
         lines.append(f"| `{op}` | {'—' if proved is None else f'{proved:.0%}'} | " + " | ".join(cells) + " |")
     lines += ["", f"{meta['cores']} cores, {meta['ram_gib']} GiB RAM, {meta['date'][:10]}, "
               f"commit `{meta['commit'][:10]}`. "
-              f"Per-run summaries: `bench/results/buggy_agent/` (every finished run there is aggregated; a run "
+              f"Per-run summaries: `bench/results/buggy_agent.jsonl.xz` (every finished run there is aggregated; a run "
               f"trains with `python -m bench.buggy_agent --workers 2 --arms MODE:WM --seeds N`). Written by "
               f"`{rerun_command(__spec__.name, meta['argv'])}`."]
     return "\n".join(lines) + "\n"
@@ -525,7 +527,7 @@ def plot(rows: list[dict], path: Path) -> Path:
     for ax in axes:
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -549,7 +551,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bug-operators", nargs="+", default=list(DEFAULT_BUG_OPERATORS),
                         help="the policy's bug operators (default: DEFAULT_BUG_OPERATORS)")
     parser.add_argument("--workers", type=int, default=None, help="parallel executions (default: one per core)")
-    parser.add_argument("--results", type=Path, default=RESULTS / "buggy_agent", help="per-run summaries")
+    parser.add_argument("--results", type=Path, default=RESULTS / "buggy_agent",
+                        help="the folder of per-run summaries, kept as RESULTS.jsonl.xz")
     parser.add_argument("--runs", type=Path, default=ROOT / "runs" / "buggy_agent",
                         help="run folders, the execution memo and the old artefact")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where buggy_agent.json/.md/.png go")
@@ -564,7 +567,7 @@ def run_keys(args: argparse.Namespace) -> list[RunKey]:
 def main(argv: list[str] | None = None) -> None:
     setup_threads()
     args = parse_args(argv)
-    for folder in (args.results, args.runs, args.out):
+    for folder in (args.runs, args.out):
         folder.mkdir(parents=True, exist_ok=True)
     world_models = load_world_models(args.runs)
     if not args.report:
@@ -573,7 +576,8 @@ def main(argv: list[str] | None = None) -> None:
         for key in run_keys(args):
             run_or_load(key, args, memo, eval_tasks, world_models)
     # Every finished run of the folder, not only this invocation's: the grid spans invocations.
-    results = [load_run(path, settings_of(args)) for path in sorted(args.results.glob("*.json"))]
+    results = [checked_run(result, settings_of(args), f"{archive_of(args.results)}: {name}")
+               for name, result in read_runs(args.results).items()]
     current = [r for r in results if stale_reason(r, args, world_models) is None]
     rows = summarise(current, world_models, args)
     eval_steps = sorted({p["step"] for r in current for p in r["curve"]})

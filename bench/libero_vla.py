@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from bench.common import concordance, mean_se, setup_threads, write_result
+from bench.common import concordance, mean_se, save_figure, setup_threads, write_result
 from bench.curves import crossing, draw_curve, mean_curve
 
 if TYPE_CHECKING:
@@ -650,7 +650,7 @@ def plot_curves(summary: dict[str, Any], path: Path) -> Path:
     axes[0][0].set_ylabel("greedy held-out success")
     fig.suptitle("MiniVLA on LIBERO-Long, held-out init states 40-49")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 

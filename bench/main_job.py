@@ -5,18 +5,18 @@ Each run is the whole job with set-up cached: ``bash scripts/main.sh --seed S --
 the untrained and the trained policy by real execution). Runs alternate between the executors
 seed by seed, so that a drift in the machine's load falls on both. Per run it records the job's
 wall time, the ledger's CPU-seconds and the held-out position scores; a run whose summary is
-already in ``bench/results/main_job/`` is skipped, so an interrupted sweep resumes. A run records
-the corrections it trained under, the defaults of its commit: the anchor-weight rule
-(``FusionConfig.rule``) and the calibrator's global map (``CalibratorConfig.global_form``). Runs
-are grouped by executor and corrections: runs from before the default rule became ``none`` ran
+already in ``bench/results/main_job.jsonl.xz`` (:mod:`bench.archive`) is skipped, so an
+interrupted sweep resumes. A run records the corrections it trained under, the defaults of its
+commit: the anchor-weight rule (``FusionConfig.rule``) and the calibrator's global map
+(``CalibratorConfig.global_form``). Runs are grouped by executor and corrections: runs from before the default rule became ``none`` ran
 ``eta2``, and runs from before the default map became ``chosen`` fitted the isotonic one.
 
     python -m bench.main_job                          # seeds 0 1 2, executors bwrap and auto
     python -m bench.main_job --seeds 0 --executors auto
     python -m bench.main_job --env wmrl/DSBench-v0 --seeds 0 --executors auto   # the DSBench row
 
-Writes ``bench/results/main_job/<executor>-<rule>[-<map>]-s<seed>.json`` per run (the map named
-unless isotonic) and ``main_job.{json,md}`` (DSBench: ``main_job/dsbench-...`` and
+Adds ``<executor>-<rule>[-<map>]-s<seed>.json`` per run to ``bench/results/main_job.jsonl.xz`` (the
+map named unless isotonic) and writes ``main_job.{json,md}`` (DSBench: ``dsbench-...`` and
 ``main_job_dsbench.{json,md}``, with the held-out RPG beside the position score): per executor and
 corrections, mean ± SE over seeds of
 the wall time, the CPU-seconds and the held-out scores, and the wall-time ratio of each seed's pair.
@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.archive import add_run, read_runs
 from bench.common import RESULTS, mean_se, rerun_command
 from wmrl_envs.calibration import CalibratorConfig
 from wmrl_envs.scoring.fusion import FusionConfig
@@ -138,7 +139,8 @@ def markdown(summary: dict, runs: list[dict], env: str) -> str:
                      f"{r['heldout_untrained']:.3f} | {r['heldout_trained']:.3f}{rpg} | "
                      f"{r['machine']['date'][:16].replace('T', ' ')} | `{r['machine']['commit'][:10]}` |")
     flag = "" if env == DEFAULT_ENV else f" --env {env}"
-    lines += ["", f"Rerun: `{rerun_command(__spec__.name)}{flag}` (skips the runs already in `bench/results/main_job/`)."]
+    lines += ["", f"Rerun: `{rerun_command(__spec__.name)}{flag}` (skips the runs already in "
+                  "`bench/results/main_job.jsonl.xz`)."]
     return "\n".join(lines) + "\n"
 
 
@@ -149,20 +151,19 @@ def main() -> None:
     parser.add_argument("--env", default=DEFAULT_ENV, choices=(DEFAULT_ENV, "wmrl/DSBench-v0"))
     args = parser.parse_args()
     prefix, name = ("", "main_job") if args.env == DEFAULT_ENV else ("dsbench-", "main_job_dsbench")
-    RUNS.mkdir(parents=True, exist_ok=True)
     # The corrections the job trains under: the defaults, as a user's run would.
     slug = run_slug(FusionConfig().rule, CalibratorConfig().global_form)
     for seed in args.seeds:
         for executor in args.executors:
-            path = RUNS / f"{prefix}{executor}-{slug}-s{seed}.json"
-            if path.exists():
-                print(f"{path.name}: already there, skipped")
+            run_name = f"{prefix}{executor}-{slug}-s{seed}.json"
+            if run_name in read_runs(RUNS):
+                print(f"{run_name}: already there, skipped")
                 continue
             print(f"main job, executor {executor}, seed {seed} ...", flush=True)
             summary = run_once(executor, seed, args.env)
-            path.write_text(json.dumps(summary, indent=2) + "\n")
+            add_run(RUNS, run_name, summary)
             print(f"  {summary['job_wall_s']:.0f} s, held-out trained {summary['heldout_trained']:.3f}", flush=True)
-    runs = [json.loads(p.read_text()) for p in sorted(RUNS.glob(f"{prefix}*.json"))]
+    runs = [run for run_name, run in read_runs(RUNS).items() if run_name.startswith(prefix)]
     runs = [r for r in runs if r.get("env", DEFAULT_ENV) == args.env]
     # Every run on record is reported, the cold executor first, whichever this call ran.
     executors = list(dict.fromkeys(e for e in ("bwrap", *args.executors, *(r["executor"] for r in runs))

@@ -17,8 +17,9 @@ not run again. Every reuse is charged the measured cost of the first run, in eve
 so the ledger's compute is what running it would have cost. ``real`` does not read the world
 model, so its runs are shared by every corruption.
 
-Resumable: each run's result is written to ``--runs`` as it finishes (with the memo), and a
-rerun skips the runs already there. Writes ``bench/results/stress.json`` (one row per
+Resumable: each run's result is added to the archive of ``--runs`` as it finishes
+(:mod:`bench.archive`: the folder ``F`` is kept as ``F.jsonl.xz``), and a rerun skips the runs
+already there. Writes ``bench/results/stress.json`` (one row per
 corruption, mode, advantage and adaptive setting), ``stress.md`` and a PNG of learning curves
 per corruption (``stress_<corruption>.png``).
 
@@ -42,9 +43,9 @@ calibration map per solution family), ``calibration_debias_flagged_strata=true``
 past its end blocks), ``fusion_anchor_real_share=<0..1>`` (an anchor's reward blends in its
 calibrated world-model score) and ``calibration_task_prior_pairs=<n>`` (a fixed pooling of the
 per-task maps, ``1e6`` the global map alone).
-Its per-run summaries (curve, final score, anchor pairs, w_A trace) are written to
-``bench/results/stress_runs/corrections/`` so that a grid resumes on another machine and can
-be audited; the execution memo stays under ``runs/``. ``--report --pool RUNS...`` reads several
+Its per-run summaries (curve, final score, anchor pairs, w_A trace) are kept in
+``bench/results/stress_runs/corrections.jsonl.xz`` so that a grid resumes on another machine and
+can be audited; the execution memo stays under ``runs/``. ``--report --pool RUNS...`` reads several
 such folders as separate draws of the same grid (another machine, arithmetic or set of seeds):
 seed s of the D-th folder is reported as 1000·D + s, so one seed run in two draws is two pairs.
 
@@ -62,17 +63,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.common import median_flag, rerun_command
+from bench.archive import add_run, archive_of, read_runs
+from bench.common import median_flag, rerun_command, save_figure
 from bench.curves import crossing, draw_curve, mean_curve
 from bench.stress_replay import STRATUM_CHECK
-from bench.training import FAST_HELDOUT, FAST_TRAIN, MEMO_NOTE, ExecutionMemo, MemoScorer, load_run
+from bench.training import FAST_HELDOUT, FAST_TRAIN, MEMO_NOTE, ExecutionMemo, MemoScorer, checked_run
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
 from trainers.policies import make_policy, policy_responder
@@ -499,7 +500,7 @@ def plot(rows: list[dict], out: Path, name: str = "stress") -> list[Path]:
             ax.legend(fontsize=8)
         fig.tight_layout()
         path = out / f"{name}_{corruption}.png"
-        fig.savefig(path, dpi=110)
+        save_figure(fig, path, dpi=110)
         plt.close(fig)
         paths.append(path)
     return paths
@@ -549,8 +550,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--min-anchor-groups", type=int,
                         help="the wmrl modes' fewest anchor groups a step (preset; default 1, corrections 2)")
     parser.add_argument("--workers", type=int, default=None, help="parallel executions (default: one per core)")
-    parser.add_argument("--runs", type=Path, help="per-run results (default: runs/stress/<preset>; corrections: "
-                                                  "bench/results/stress_runs/corrections, committed)")
+    parser.add_argument("--runs", type=Path, help="the run folder, kept as RUNS.jsonl.xz (default: runs/stress/<preset>; "
+                                                  "corrections: bench/results/stress_runs/corrections, committed)")
     parser.add_argument("--pool", nargs="+", type=Path, metavar="RUNS",
                         help="with --report: pool the runs of --seeds in these folders, each folder a draw of its "
                              f"own (seed s of the D-th folder is reported as {POOL_SEED_STRIDE}·D + s)")
@@ -594,8 +595,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def finished_runs(runs: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every run result in ``runs`` (for --report)."""
-    return [as_recorded(load_run(path, settings)) for path in sorted(runs.glob("*.json"))]
+    """Every run result of the folder ``runs`` (for --report), in the order of their names."""
+    return [as_recorded(checked_run(result, settings, f"{archive_of(runs)}: {name}"))
+            for name, result in read_runs(runs).items()]
 
 
 def names_a_default(setting: str) -> bool:
@@ -648,21 +650,20 @@ def as_recorded(result: dict[str, Any]) -> dict[str, Any]:
 
 def run_or_load(key: RunKey, args: argparse.Namespace, settings: dict[str, Any], base, memo: ExecutionMemo,
                 eval_tasks) -> dict[str, Any]:
-    """A run's result: from its file when it finished before (resuming), else trained now and saved."""
-    path = args.runs / f"{key.name}.json"
-    if path.exists():
-        return as_recorded(load_run(path, settings))
+    """A run's result: from the archive of ``--runs`` when it finished before (resuming), else
+    trained now and added to it."""
+    name = f"{key.name}.json"
+    finished = read_runs(args.runs)
+    if name in finished:
+        return as_recorded(checked_run(finished[name], settings, f"{archive_of(args.runs)}: {name}"))
     print(f"run {key.name}", flush=True)
     result = train_run(key, args, base, memo, eval_tasks)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, path)
+    add_run(args.runs, name, result)
     return result
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    args.runs.mkdir(parents=True, exist_ok=True)
     args.memo_dir.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     eval_tasks = select_tasks(ENV_ID, SUITE, "heldout", args.eval_tasks)

@@ -10,6 +10,9 @@ many distinct pairs, with what bias, and which strata the correction set aside.
     python -m bench.stress_replay bench/results/stress_runs/t_check/swap0.3-wmrl-std-seed8.json
     python -m bench.stress_replay RUN.json --min-abs-z 2.5      # only the strata near the alarm
 
+A record is named by its path in its run folder, and read from the folder's archive
+(:func:`bench.archive.read_record`: the run above is in ``stress_runs/t_check.jsonl.xz``).
+
 Every step's largest |z| is checked against the one the run logged; a difference beyond
 ``Z_TOLERANCE`` is reported, and the command then exits 1 (the replay is not the run).
 Records written before the state was recorded (issue 28, December 2026) cannot be replayed.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import math
 import sys
 from dataclasses import dataclass
@@ -32,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.archive import read_record
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 
 #: Largest difference allowed between a replayed step's largest |z| and the logged one. The
@@ -135,14 +140,15 @@ def render(name: str, readings: list[StepReading], min_abs_z: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("records", nargs="+", type=Path, help="stress run records (JSON)")
+    parser.add_argument("records", nargs="+", type=Path,
+                        help="stress run records, each by its path in its run folder (RUNS/NAME.json)")
     parser.add_argument("--min-abs-z", type=float, default=0.0, help="show only strata with |z| at least this")
     args = parser.parse_args(argv)
     disagreements = 0
     for path in args.records:
         try:
-            readings = replay(json.loads(path.read_text()))
-        except (OSError, json.JSONDecodeError, ReplayError) as error:
+            readings = replay(read_record(path))
+        except (OSError, lzma.LZMAError, json.JSONDecodeError, ReplayError) as error:
             print(f"{path}: cannot replay: {error}", file=sys.stderr)
             disagreements += 1
             continue

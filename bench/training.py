@@ -1,5 +1,5 @@
 """What the benchmarks that train code policies share (``bench/stress.py``, ``bench/buggy_agent.py``):
-the fast task sets, the execution memo and its scorer, and resumable run files.
+the fast task sets, the execution memo and its scorer, and the settings check of resumed runs.
 """
 
 from __future__ import annotations
@@ -97,9 +97,9 @@ class MemoScorer(CodeScorer):
         self.ran += len(first)
 
 
-def load_run(path: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    result = json.loads(path.read_text())
+def checked_run(result: dict[str, Any], settings: dict[str, Any], where: str) -> dict[str, Any]:
+    """A finished run's record (``where`` names it), refused unless it ran with ``settings``."""
     if result.get("settings") != settings:
-        raise SystemExit(f"{path} was run with other settings ({result.get('settings')}); "
+        raise SystemExit(f"{where} was run with other settings ({result.get('settings')}); "
                          f"use another --runs folder for {settings}")
     return result

@@ -40,7 +40,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one thread: the fair per-soluti
 import numpy as np
 from scipy.stats import spearmanr
 
-from bench.common import RESULTS, rerun_command
+from bench.common import RESULTS, rerun_command, save_figure
 from bench.corpus_rows import CORPUS, corpus_rows
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 from wmrl_envs.provenance import provenance
@@ -204,7 +204,7 @@ def plot(curve: list[dict[str, float]], pred: np.ndarray, real: np.ndarray, path
     right.set(xlabel="surrogate prediction (raw)", ylabel="real score (position score; RPG on DSBench)", title="Held-out solutions",
               xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 
 
 def markdown(report: dict) -> str:

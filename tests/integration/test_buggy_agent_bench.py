@@ -9,6 +9,7 @@ from dataclasses import asdict
 
 import pytest
 
+from bench.archive import add_run
 from wmrl_envs.calibration import CalibratorConfig
 from wmrl_envs.scoring.fusion import FusionConfig
 
@@ -23,7 +24,6 @@ def test_one_step_run_records_bugs_and_a_rerun_skips_it(bench, tmp_path, monkeyp
                              "--eval-tasks", "diabetes-progression", "--eval-k", "2", "--train-tasks",
                              "breast-cancer-diagnosis", "biopsy-malignancy", "--workers", "2",
                              "--results", str(tmp_path / "results"), "--runs", str(tmp_path / "runs")])
-    args.results.mkdir()
     world_models = bench.load_world_models(args.runs)
     old, proofs, new = world_models["old"], world_models["proofs"], world_models["new"]
     assert old.model.prover is None and old.fingerprint["prove"] is False and not old.fingerprint["status_head"]
@@ -56,11 +56,11 @@ def test_one_step_run_records_bugs_and_a_rerun_skips_it(bench, tmp_path, monkeyp
     # A run whose world model changed since is stale: it trains again.
     monkeypatch.setattr(bench, "train_run", lambda *_: {**result, "world_model": old.fingerprint, "retrained": True})
     stale = {**result, "world_model": {**old.fingerprint, "artefact_sha256": "0" * 64}}
-    (args.results / f"{key.name}.json").write_text(json.dumps(stale))
+    add_run(args.results, f"{key.name}.json", stale)
     assert bench.run_or_load(key, args, memo, tasks, world_models)["retrained"]
     # So is one whose ledger did not charge memoized replays (made before stress.ExecutionMemo marked them).
     uncharged = {k: v for k, v in result.items() if k != "memo_replays_charged"}
-    (args.results / f"{key.name}.json").write_text(json.dumps(uncharged))
+    add_run(args.results, f"{key.name}.json", uncharged)
     assert bench.run_or_load(key, args, memo, tasks, world_models)["retrained"]
     # A world_model run applies no corrections; a wmrl run is stale under other ones than the
     # defaults apply now, or unrecorded ones (it predates recording them).

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from bench.acceptance_power import load_finals, main, margin_rule, one_se_rule, pass_rate
+from bench.archive import add_run
 
 
 def test_the_one_se_clause_fails_an_equal_method_about_one_time_in_six() -> None:
@@ -34,28 +35,26 @@ def test_pass_rate_reads_every_clause_and_shares_one_real_draw() -> None:
 def _record(folder: Path, corruption: str, strength, mode: str, seed: int, final: float, variant: str = "") -> None:
     key = {"corruption": corruption, "strength": strength, "mode": mode, "advantage": "std", "adaptive": False,
            "seed": seed, "variant": variant}
-    name = f"{corruption}-{mode}-{variant}-{seed}.json"
-    (folder / name).write_text(json.dumps({"key": key, "curve": [{"heldout_mean": final}]}))
+    add_run(folder, f"{corruption}-{mode}-{variant}-{seed}.json", {"key": key, "curve": [{"heldout_mean": final}]})
 
 
 def test_finals_skip_variants_and_refuse_a_seed_that_ends_twice_differently(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
     for seed, final in ((3, 0.5), (4, 0.6)):
-        _record(tmp_path, "any", None, "real", seed, final)
-        _record(tmp_path, "none", None, "world_model", seed, final + 0.1)
-        _record(tmp_path, "none", None, "wmrl", seed, final, variant="calibration_global_form=isotonic")
-        _record(tmp_path, "none", None, "wmrl", seed, 0.0, variant="fusion_rule=eta2")
-    finals = load_finals([tmp_path], [3, 4])
+        _record(runs, "any", None, "real", seed, final)
+        _record(runs, "none", None, "world_model", seed, final + 0.1)
+        _record(runs, "none", None, "wmrl", seed, final, variant="calibration_global_form=isotonic")
+        _record(runs, "none", None, "wmrl", seed, 0.0, variant="fusion_rule=eta2")
+    finals = load_finals([runs], [3, 4])
     assert finals[("none", "wmrl")] == {3: 0.5, 4: 0.6} and finals[("any", "real")] == {3: 0.5, 4: 0.6}
     other = tmp_path / "other"
-    other.mkdir()
     _record(other, "none", None, "wmrl", 3, 0.9)  # a default run of the isotonic days, as recorded then
     with pytest.raises(ValueError, match="seed 3 ends at 0.9"):
-        load_finals([tmp_path, other], [3, 4])
+        load_finals([runs, other], [3, 4])
 
 
 def test_main_writes_the_tables(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    runs.mkdir()
     for seed, final in enumerate((0.5, 0.6, 0.7)):
         _record(runs, "any", None, "real", seed, final)
         _record(runs, "none", None, "world_model", seed, final)

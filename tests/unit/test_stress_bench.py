@@ -1,11 +1,11 @@
 """The stress bench's naming of candidates: a run's settings and its label follow its variant."""
 
 import argparse
-import json
 
 import pytest
 
 from bench import stress
+from bench.archive import add_run
 from trainers.wmrl_config import WMRLConfig
 
 
@@ -98,9 +98,8 @@ def test_pooled_folders_are_separate_draws_and_one_folder_holds_a_run_once(tmp_p
                                        "compute_cpu_s": 1.0, "audit_flagged_at_pairs": None,
                                        "final_anchor_fraction": 0.1}
     for folder, seeds in (("a", (13, 14)), ("b", (13, 15))):
-        (tmp_path / folder).mkdir()
         for seed in seeds:
-            (tmp_path / folder / f"run{seed}.json").write_text(json.dumps(record(seed)))
+            add_run(tmp_path / folder, f"run{seed}.json", record(seed))
     pooled = stress.pooled_runs([tmp_path / "a", tmp_path / "b"], settings, [13, 14])
     assert sorted(r["key"]["seed"] for r in pooled) == [1013, 1014, 2013]  # seed 15 was not asked for
     args = argparse.Namespace(corruptions=[("none", None)], advantages=["std"])

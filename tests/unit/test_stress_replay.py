@@ -1,11 +1,10 @@
 """The stress replay rebuilds a run's calibrator after every step from the run's record alone."""
 
-import json
-
 import numpy as np
 import pytest
 
 from bench import stress_replay
+from bench.archive import add_run, read_record
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 
 FAMILIES = ("linear", "boosting", "forest", "constant")
@@ -13,7 +12,8 @@ FAMILIES = ("linear", "boosting", "forest", "constant")
 
 def recorded_run(tmp_path, steps: int = 10, per_step: int = 12, biased: str = "constant", debias: bool = True):
     """A record written the way bench/stress.py writes one: a live calibrator fed step by step,
-    its logged metrics, then its state. The ``biased`` family's world-model scores run 0.4 high."""
+    its logged metrics, then its state, added to a run folder's archive (its path there is
+    returned). The ``biased`` family's world-model scores run 0.4 high."""
     rng = np.random.default_rng(0)
     calibrator = Calibrator(CalibratorConfig(debias_flagged_strata=debias))
     history = []
@@ -32,14 +32,14 @@ def recorded_run(tmp_path, steps: int = 10, per_step: int = 12, biased: str = "c
               "global_affine": [h.get("calibration/global_affine") for h in history],
               "pairs_per_step": [h.get("calibration/n_pairs") for h in history],
               "calibrator_state": calibrator.state_dict()}
-    path = tmp_path / "run.json"
-    path.write_text(json.dumps(record))
+    path = tmp_path / "runs" / "run.json"
+    add_run(path.parent, path.name, record)
     return path, calibrator
 
 
 def test_the_replay_reads_what_the_run_logged_at_every_step(tmp_path):
     path, live = recorded_run(tmp_path)
-    readings = stress_replay.replay(json.loads(path.read_text()))
+    readings = stress_replay.replay(read_record(path))
     assert [r.pairs for r in readings] == [12 * (i + 1) for i in range(10)]
     assert all(r.agrees for r in readings)
     last = {s.name: s for s in readings[-1].strata}
@@ -51,26 +51,28 @@ def test_the_replay_reads_what_the_run_logged_at_every_step(tmp_path):
 
 def test_a_record_that_does_not_match_its_pairs_fails_the_command(tmp_path, capsys):
     path, _ = recorded_run(tmp_path, biased="none", debias=False)
-    record = json.loads(path.read_text())
+    record = read_record(path)
     logged = next(i for i, z in enumerate(record["stratum_z_max"]) if z is not None)
     record["stratum_z_max"][logged] += 0.5
-    path.write_text(json.dumps(record))
+    add_run(path.parent, path.name, record)
     assert stress_replay.main([str(path)]) == 1
     assert "REPLAY DIFFERS FROM THE RUN" in capsys.readouterr().out
 
 
 def test_an_old_record_is_refused_with_a_reason(tmp_path, capsys):
-    old = tmp_path / "old.json"
-    old.write_text(json.dumps({"anchor_pairs": [[0.5, 0.4]], "stratum_z_max": [None]}))
+    old = tmp_path / "runs" / "old.json"
+    add_run(old.parent, old.name, {"anchor_pairs": [[0.5, 0.4]], "stratum_z_max": [None]})
     with pytest.raises(stress_replay.ReplayError, match="no calibrator state"):
-        stress_replay.replay(json.loads(old.read_text()))
+        stress_replay.replay(read_record(old))
     assert stress_replay.main([str(old)]) == 1
     assert "cannot replay" in capsys.readouterr().err
+    assert stress_replay.main([str(old.with_name("missing.json"))]) == 1  # a run the archive does not hold
+    assert "holds no run 'missing.json'" in capsys.readouterr().err
 
 
 def test_pair_counts_that_do_not_end_at_the_state_are_refused(tmp_path):
     path, _ = recorded_run(tmp_path, steps=3)
-    record = json.loads(path.read_text())
+    record = read_record(path)
     record["pairs_per_step"][-1] -= 1
     with pytest.raises(stress_replay.ReplayError, match="does not end"):
         stress_replay.replay(record)
@@ -80,15 +82,15 @@ def test_steps_an_older_run_logged_from_the_line_are_shown_but_not_compared(tmp_
     """Before the stratum check read a monotone map, a step whose global map was a line logged
     the line's residuals: the replay cannot give them, so such a step is marked, not failed."""
     path, _ = recorded_run(tmp_path, biased="none", debias=False)
-    record = json.loads(path.read_text())
+    record = read_record(path)
     line_steps = [i for i, line in enumerate(record["global_affine"]) if line == 1.0]
     checked = [i for i in line_steps if record["stratum_z_max"][i] is not None]
     assert checked  # a sound world model whose real score is linear in it: the chosen map is the line
     record["stratum_z_max"][checked[0]] += 0.5
-    path.write_text(json.dumps(record))
+    add_run(path.parent, path.name, record)
     assert stress_replay.main([str(path)]) == 1  # recorded with the monotone check: a real difference
     del record["stratum_check"]
-    path.write_text(json.dumps(record))
+    add_run(path.parent, path.name, record)
     assert stress_replay.main([str(path)]) == 0
     out = capsys.readouterr().out
     assert out.count("(logged: the line's)") == len(line_steps)
