@@ -39,7 +39,7 @@ import numpy as np
 
 from bench.archive import archive_of, read_runs
 from bench.common import RESULTS, write_result
-from bench.stress import as_recorded
+from bench.stress_records import as_recorded
 
 ROWS = {"none": "clean", "saturate4": "(a) saturate 4", "family_bias0.5": "(c) family bias 0.5",
         "swap0.3": "(d) swap 0.3", "noise0.1": "(f) noise 0.1"}

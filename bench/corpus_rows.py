@@ -12,8 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from agents.code.handwritten import render_solution
+from trainers.wmrl_config import WMRLConfig
+from wmrl_envs.analysis.code_features import solution_family
+from wmrl_envs.calibration import Calibrator
 from wmrl_envs.tasks import get_task
-from wmrl_envs.world_models import corpus as corpus_lib
+from wmrl_envs.world_models.build import corpus as corpus_lib
 
 CORPUS = Path(__file__).resolve().parents[1] / "assets" / "world_models" / "corpus.csv"
 # The corpus builder's caps on a run's wall clock (scripts/build_world_model.py defaults).
@@ -54,3 +57,36 @@ def draw_groups(task_ids: np.ndarray, n: int, group_size: int, rng: np.random.Ge
         take = min(group_size, n - len(drawn), len(left[task]))
         drawn += [left[task].pop() for _ in range(take)]
     return np.array(drawn)
+
+
+ASSETS = Path(__file__).resolve().parents[1] / "assets" / "world_models"
+SUITES = {"mle": (ASSETS / "corpus.csv", ("heldout",)), "dsbench": (ASSETS / "dsbench_corpus.csv", ("train", "heldout"))}
+
+
+@dataclasses.dataclass
+class Rows:
+    """Out-of-sample corpus rows of one suite."""
+
+    tasks: list
+    scripts: list[str]
+    real: np.ndarray
+    task_ids: np.ndarray
+    strata: np.ndarray  # each script's model family, the audit's strata
+
+
+def load_rows(suite: str) -> Rows:
+    path, splits = SUITES[suite]
+    parts = [corpus_rows(path, split=split) for split in splits]
+    tasks = [t for p in parts for t in p[0]]
+    scripts = [s for p in parts for s in p[1]]
+    return Rows(tasks, scripts, np.concatenate([p[2] for p in parts]), np.array([t.id for t in tasks]),
+                np.array([solution_family(s) for s in scripts], dtype=object))
+
+
+def predictions(model, rows: Rows) -> np.ndarray:
+    return np.array([min(max(p.score, 0.0), 1.0) for p in model.predict(rows.tasks, rows.scripts)])
+
+
+def trainer_calibrator(**overrides) -> Calibrator:
+    """A calibrator with the trainer's settings (``WMRLConfig().calibration``), some overridden."""
+    return Calibrator(dataclasses.replace(WMRLConfig().calibration, **overrides))

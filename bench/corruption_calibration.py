@@ -32,7 +32,7 @@ import json
 import math
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,17 +42,12 @@ import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
 from bench.common import RESULTS, median_flag, rerun_command
-from bench.corpus_rows import corpus_rows, draw_groups
+from bench.corpus_rows import SUITES, Rows, draw_groups, load_rows, predictions, trainer_calibrator
 from trainers.wmrl_config import WMRLConfig
-from wmrl_envs.calibration import Calibrator
 from wmrl_envs.provenance import provenance
 from wmrl_envs.world_models import make_world_model
-from wmrl_envs.world_models.code_features import solution_family
 from wmrl_envs.world_models.corrupted import CorruptedWorldModel, Corruption
 
-REPO = Path(__file__).resolve().parents[1]
-ASSETS = REPO / "assets" / "world_models"
-SUITES = {"mle": (ASSETS / "corpus.csv", ("heldout",)), "dsbench": (ASSETS / "dsbench_corpus.csv", ("train", "heldout"))}
 #: Every strength run, defaults included (report all, not only those that show an effect).
 STRENGTHS = {"none": [None], "saturate": [2.0, 4.0, 8.0], "task_offset": [0.05, 0.15, 0.3],
              "family_bias": [0.1, 0.3, 0.5], "swap": [0.1, 0.2, 0.3], "noise": [0.05, 0.1, 0.2]}
@@ -77,30 +72,6 @@ class CachedWorldModel:
         return [self.cache[(t.id, s)] for t, s in zip(tasks, scripts)]
 
 
-@dataclass
-class Rows:
-    """Out-of-sample corpus rows of one suite."""
-
-    tasks: list
-    scripts: list[str]
-    real: np.ndarray
-    task_ids: np.ndarray
-    strata: np.ndarray  # each script's model family, the audit's strata
-
-
-def load_rows(suite: str) -> Rows:
-    path, splits = SUITES[suite]
-    parts = [corpus_rows(path, split=split) for split in splits]
-    tasks = [t for p in parts for t in p[0]]
-    scripts = [s for p in parts for s in p[1]]
-    return Rows(tasks, scripts, np.concatenate([p[2] for p in parts]), np.array([t.id for t in tasks]),
-                np.array([solution_family(s) for s in scripts], dtype=object))
-
-
-def predictions(model, rows: Rows) -> np.ndarray:
-    return np.array([min(max(p.score, 0.0), 1.0) for p in model.predict(rows.tasks, rows.scripts)])
-
-
 #: ``--calibration NAME=VALUE`` overrides of the trainer's calibrator settings (a sensitivity run).
 OVERRIDES: dict[str, Any] = {}
 
@@ -115,11 +86,6 @@ def setting_value(text: str) -> Any:
     return {"true": True, "false": False}.get(text, text)
 
 
-def trainer_calibrator(**overrides) -> Calibrator:
-    """A calibrator with the trainer's settings (``WMRLConfig().calibration``) and ``--calibration``."""
-    return Calibrator(replace(WMRLConfig().calibration, **{**OVERRIDES, **overrides}))
-
-
 def mean_se(values) -> dict[str, float]:
     a = np.asarray(values, dtype=float)
     a = a[np.isfinite(a)]
@@ -132,7 +98,7 @@ def one_draw(pred: np.ndarray, rows: Rows, draw: int, group_size: int) -> dict[s
     """MAE, residual variances and audit verdicts of one draw of anchor groups."""
     rng = np.random.default_rng(draw)
     order = draw_groups(rows.task_ids, max(MAE_PAIRS + AUDIT_PAIRS), group_size, rng)
-    calibrator = trainer_calibrator()
+    calibrator = trainer_calibrator(**OVERRIDES)
     out: dict[str, dict] = {"mae": {}, "audit": {}}
     added = 0
     for n in sorted(set(MAE_PAIRS) | set(AUDIT_PAIRS)):
@@ -202,7 +168,7 @@ def drift_rows(suite: str, rows: Rows, base, draws: int, group_size: int, streng
         final = per_step[DRIFT_STEPS]
         raw.append(float(np.abs(final[rest] - rows.real[rest]).mean()))
         for window in WINDOWS:
-            calibrator = trainer_calibrator(pair_window=window)
+            calibrator = trainer_calibrator(**{**OVERRIDES, "pair_window": window})
             for step in range(DRIFT_STEPS):
                 idx = order[step * DRIFT_PAIRS_PER_STEP:(step + 1) * DRIFT_PAIRS_PER_STEP]
                 calibrator.add_pairs(per_step[step + 1][idx], rows.real[idx], list(rows.task_ids[idx]),

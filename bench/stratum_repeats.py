@@ -29,7 +29,7 @@ import argparse
 import numpy as np
 
 from bench.common import write_result
-from bench.corruption_calibration import load_rows, predictions, trainer_calibrator
+from bench.corpus_rows import load_rows, predictions, trainer_calibrator
 from wmrl_envs.world_models import make_world_model
 from wmrl_envs.world_models.corrupted import CorruptedWorldModel, Corruption
 

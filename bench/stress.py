@@ -72,7 +72,12 @@ import numpy as np
 from bench.archive import add_run, archive_of, read_runs
 from bench.common import median_flag, rerun_command, save_figure
 from bench.curves import crossing, draw_curve, mean_curve
-from bench.stress_replay import STRATUM_CHECK
+from bench.stress_records import (
+    STRATUM_CHECK,
+    SWITCHES,
+    as_recorded,
+    names_a_default,
+)
 from bench.training import FAST_HELDOUT, FAST_TRAIN, MEMO_NOTE, ExecutionMemo, MemoScorer, checked_run
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
@@ -91,8 +96,6 @@ from wmrl_envs.world_models.corrupted import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-# Today's default correction: a default ``wmrl`` run made under another one is relabelled (as_recorded).
-DEFAULT_RULE = WMRLConfig().fusion.rule
 ENV_ID, SUITE = "wmrl/MLEDojo-v0", "mle"
 # Both presets: 8 steps of 8 groups x 4 on the fast train tasks, a learning rate ten times the
 # main job's (3e-3) so that 8 steps move the policy about as far as the main job's 24 (at 3e-3
@@ -129,13 +132,6 @@ PRESETS["confirmation"] = {**PRESETS["corrections"], "seeds": [3, 4, 5, 6, 7],
 SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "fusion_anchor_real_share", "calibration_stratify",
              "calibration_debias_flagged_strata", "calibration_extend_ends", "calibration_task_prior_pairs",
              "calibration_global_form", "c_rule", "preset")
-#: The sweepable settings that are switches (``true`` or ``false``), and the mode each names when on.
-SWITCHES = {"calibration_stratify": "stratified", "calibration_debias_flagged_strata": "flagged-strata",
-            "calibration_extend_ends": "extended-ends"}
-#: Each switch's default today (all calibration settings), read off the config like DEFAULT_RULE.
-DEFAULT_SWITCHES = {name: getattr(WMRLConfig().calibration, name.removeprefix("calibration_")) for name in SWITCHES}
-#: The calibration map's default form, read off the config like DEFAULT_RULE.
-DEFAULT_GLOBAL_FORM = WMRLConfig().calibration.global_form
 # Settings every run of one --runs folder must share: a resumed run with others is refused.
 RUN_SETTINGS = ("steps", "warmup_steps", "tasks_per_step", "group_size", "learning_rate", "eval_every", "eval_k",
                 "eval_tasks",
@@ -600,14 +596,6 @@ def finished_runs(runs: Path, settings: dict[str, Any]) -> list[dict[str, Any]]:
             for name, result in read_runs(runs).items()]
 
 
-def names_a_default(setting: str) -> bool:
-    """Whether a sweep setting (NAME=VALUE) names today's default: a run swept to it is a default run."""
-    name, _, value = setting.partition("=")
-    defaults = {"fusion_rule": DEFAULT_RULE, "calibration_global_form": DEFAULT_GLOBAL_FORM,
-                **{switch: str(on).lower() for switch, on in DEFAULT_SWITCHES.items()}}
-    return defaults.get(name) == value
-
-
 #: A pooled report's seed for seed s of draw D (1, 2, ... in ``--pool`` order): POOL_SEED_STRIDE * D + s.
 POOL_SEED_STRIDE = 1000
 
@@ -619,33 +607,6 @@ def pooled_runs(folders: list[Path], settings: dict[str, Any], seeds: list[int])
     return [{**r, "key": {**r["key"], "seed": POOL_SEED_STRIDE * draw + r["key"]["seed"]}}
             for draw, folder in enumerate(folders, start=1)
             for r in finished_runs(folder, settings) if r["key"]["seed"] in seeds]
-
-
-def as_recorded(result: dict[str, Any]) -> dict[str, Any]:
-    """A ``wmrl`` run made when the default correction was another one, reported under the
-    correction it ran with, so a table never puts two corrections under one name: a default run
-    of the ``eta2`` days becomes ``wmrl-eta2``, a stratified one ``wmrl-stratified (eta2 rule)``,
-    and a rule candidate of the isotonic days ``wmrl-eta2 (isotonic map)``. A switch missing from a
-    run's record was off, and a missing global map form was isotonic: the run came before the
-    setting existed. A preset fixes its whole correction, so its runs keep their name. A candidate
-    whose every setting names today's default is the default: a ``calibration_global_form=chosen``
-    run is plain ``wmrl`` now that the chosen map is the default."""
-    key = result["key"]
-    variant = key.get("variant", "")
-    if key["mode"] != "wmrl" or variant.startswith("preset="):
-        return result  # a preset names its whole correction itself
-    if variant and all(names_a_default(setting) for setting in variant.split("+")):
-        variant = ""  # a candidate that became the default (it keeps its name while others are joined to it)
-    if not variant:
-        variant = "+".join(f"{name}={str(result.get(name, False)).lower()}"
-                           for name, default in DEFAULT_SWITCHES.items() if result.get(name, False) != default)
-    form = result.get("calibration_global_form", "isotonic")
-    if form != DEFAULT_GLOBAL_FORM and "calibration_global_form=" not in variant:
-        variant = f"{variant}+calibration_global_form={form}" if variant else f"calibration_global_form={form}"
-    rule = result.get("fusion_rule") or DEFAULT_RULE
-    if rule != DEFAULT_RULE and "fusion_rule=" not in variant:
-        variant = f"{variant}+fusion_rule={rule}" if variant else f"fusion_rule={rule}"
-    return result if variant == key.get("variant", "") else {**result, "key": {**key, "variant": variant}}
 
 
 def run_or_load(key: RunKey, args: argparse.Namespace, settings: dict[str, Any], base, memo: ExecutionMemo,

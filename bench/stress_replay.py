@@ -37,15 +37,13 @@ from typing import Any
 import numpy as np
 
 from bench.archive import read_record
+from bench.stress_records import STRATUM_CHECK
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 
 #: Largest difference allowed between a replayed step's largest |z| and the logged one. The
 #: replay adds the same pairs in the same order, so the two agree to the last bits; the slack is
 #: for a JSON round trip of the scores (shortest round-trip form, so in practice exact).
 Z_TOLERANCE = 1e-9
-#: What a stress record's ``stratum_check`` says when its logged |z| read a monotone map's residuals
-#: on every step (records without it read the line's on the steps whose global map was one).
-STRATUM_CHECK = "monotone map"
 
 
 class ReplayError(ValueError):

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from bench import stress
+from bench import stress, stress_records
 from bench.archive import add_run
 from trainers.wmrl_config import WMRLConfig
 
@@ -29,57 +29,57 @@ def test_weight_sweeps_study_the_eta2_rule_whatever_the_default():
 
 def test_a_run_of_a_former_default_is_reported_under_the_correction_it_ran_with():
     result = {"key": {"mode": "wmrl", "variant": "calibration_stratify=true"}, "fusion_rule": "eta2",
-              "calibration_stratify": True, "calibration_global_form": stress.DEFAULT_GLOBAL_FORM}
-    assert stress.as_recorded(result)["key"]["variant"] == "calibration_stratify=true+fusion_rule=eta2"
+              "calibration_stratify": True, "calibration_global_form": stress_records.DEFAULT_GLOBAL_FORM}
+    assert stress_records.as_recorded(result)["key"]["variant"] == "calibration_stratify=true+fusion_rule=eta2"
     joined = {"key": {"mode": "wmrl", "variant": "calibration_stratify=true+fusion_rule=none"},
-              "fusion_rule": "none", "calibration_stratify": True, "calibration_global_form": stress.DEFAULT_GLOBAL_FORM}
-    assert stress.as_recorded(joined) == joined
+              "fusion_rule": "none", "calibration_stratify": True, "calibration_global_form": stress_records.DEFAULT_GLOBAL_FORM}
+    assert stress_records.as_recorded(joined) == joined
 
 
 def test_a_default_run_made_before_a_switch_became_default_keeps_its_own_name(monkeypatch):
-    monkeypatch.setitem(stress.DEFAULT_SWITCHES, "calibration_debias_flagged_strata", True)
-    unrecorded = {"key": {"mode": "wmrl", "variant": ""}, "fusion_rule": stress.DEFAULT_RULE,
-                  "calibration_global_form": stress.DEFAULT_GLOBAL_FORM}
-    assert stress.as_recorded(unrecorded)["key"]["variant"] == "calibration_debias_flagged_strata=false"
+    monkeypatch.setitem(stress_records.DEFAULT_SWITCHES, "calibration_debias_flagged_strata", True)
+    unrecorded = {"key": {"mode": "wmrl", "variant": ""}, "fusion_rule": stress_records.DEFAULT_RULE,
+                  "calibration_global_form": stress_records.DEFAULT_GLOBAL_FORM}
+    assert stress_records.as_recorded(unrecorded)["key"]["variant"] == "calibration_debias_flagged_strata=false"
     recorded_on = {**unrecorded, "calibration_debias_flagged_strata": True}
-    assert stress.as_recorded(recorded_on) == recorded_on
+    assert stress_records.as_recorded(recorded_on) == recorded_on
 
 
 def test_a_default_run_of_the_isotonic_days_is_reported_under_its_map_form(monkeypatch):
     monkeypatch.setattr(stress, "DEFAULT_GLOBAL_FORM", "chosen")
-    before = {"key": {"mode": "wmrl", "variant": ""}, "fusion_rule": stress.DEFAULT_RULE}  # no form recorded
-    assert stress.as_recorded(before)["key"]["variant"] == "calibration_global_form=isotonic"
+    before = {"key": {"mode": "wmrl", "variant": ""}, "fusion_rule": stress_records.DEFAULT_RULE}  # no form recorded
+    assert stress_records.as_recorded(before)["key"]["variant"] == "calibration_global_form=isotonic"
     now = {**before, "calibration_global_form": "chosen"}
-    assert stress.as_recorded(now) == now
+    assert stress_records.as_recorded(now) == now
     switched = {"key": {"mode": "wmrl", "variant": "calibration_debias_flagged_strata=true"},
-                "fusion_rule": stress.DEFAULT_RULE}  # a candidate of the isotonic days
-    assert stress.as_recorded(switched)["key"]["variant"] == (
+                "fusion_rule": stress_records.DEFAULT_RULE}  # a candidate of the isotonic days
+    assert stress_records.as_recorded(switched)["key"]["variant"] == (
         "calibration_debias_flagged_strata=true+calibration_global_form=isotonic")
 
 
 def test_a_rule_candidate_of_the_isotonic_days_is_reported_under_its_map_form(monkeypatch):
     monkeypatch.setattr(stress, "DEFAULT_GLOBAL_FORM", "chosen")
     before = {"key": {"mode": "wmrl", "variant": "fusion_rule=eta2"}, "fusion_rule": "eta2"}  # no form recorded
-    relabelled = stress.as_recorded(before)["key"]["variant"]
+    relabelled = stress_records.as_recorded(before)["key"]["variant"]
     assert relabelled == "fusion_rule=eta2+calibration_global_form=isotonic"
     assert stress.mode_label("wmrl", relabelled) == "wmrl-eta2 (isotonic map)"
     # A run asked for by that joined name keeps it, so the two share one label.
     explicit = {"key": {"mode": "wmrl", "variant": relabelled}, "fusion_rule": "eta2",
                 "calibration_global_form": "isotonic"}
-    assert stress.as_recorded(explicit) == explicit
+    assert stress_records.as_recorded(explicit) == explicit
     # A preset fixes its own map form.
     preset = {"key": {"mode": "wmrl", "variant": "preset=paper"}, "fusion_rule": "paper"}
-    assert stress.as_recorded(preset) == preset
+    assert stress_records.as_recorded(preset) == preset
 
 
 def test_a_candidate_that_became_the_default_is_reported_as_the_default(monkeypatch, capsys):
     monkeypatch.setattr(stress, "DEFAULT_GLOBAL_FORM", "chosen")
-    candidate = {"key": {"mode": "wmrl", "variant": "calibration_global_form=chosen"}, "fusion_rule": stress.DEFAULT_RULE,
+    candidate = {"key": {"mode": "wmrl", "variant": "calibration_global_form=chosen"}, "fusion_rule": stress_records.DEFAULT_RULE,
                  "calibration_global_form": "chosen"}
-    assert stress.as_recorded(candidate)["key"]["variant"] == ""
+    assert stress_records.as_recorded(candidate)["key"]["variant"] == ""
     joined = {**candidate, "key": {"mode": "wmrl", "variant": "calibration_global_form=chosen+fusion_rule=eta2"},
               "fusion_rule": "eta2"}
-    assert stress.as_recorded(joined) == joined  # not the default: it keeps the name it ran under
+    assert stress_records.as_recorded(joined) == joined  # not the default: it keeps the name it ran under
     # Asked for again it would be a second default run of each seed: refused, except to report old runs.
     with pytest.raises(SystemExit):
         stress.parse_args(["--corrections", "--sweep", "calibration_global_form=chosen"])
@@ -91,8 +91,8 @@ def test_pooled_folders_are_separate_draws_and_one_folder_holds_a_run_once(tmp_p
     settings = {"steps": 1}
     record = lambda seed, variant="": {"key": {"corruption": "none", "strength": None, "mode": "wmrl",  # noqa: E731
                                                "advantage": "std", "adaptive": False, "seed": seed, "variant": variant},
-                                       "settings": settings, "fusion_rule": stress.DEFAULT_RULE,
-                                       "calibration_global_form": stress.DEFAULT_GLOBAL_FORM,
+                                       "settings": settings, "fusion_rule": stress_records.DEFAULT_RULE,
+                                       "calibration_global_form": stress_records.DEFAULT_GLOBAL_FORM,
                                        "curve": [{"step": 0, "compute_cpu_s": 0.0, "heldout_mean": 0.5,
                                                   "heldout_se": 0.1}],
                                        "compute_cpu_s": 1.0, "audit_flagged_at_pairs": None,
@@ -105,7 +105,7 @@ def test_pooled_folders_are_separate_draws_and_one_folder_holds_a_run_once(tmp_p
     args = argparse.Namespace(corruptions=[("none", None)], advantages=["std"])
     assert sorted(stress.summarise(pooled, args)[0]["seeds"]) == [1013, 1014, 2013]
     # A default run, and a candidate that named today's default, of one seed in one folder: refused.
-    twice = [stress.as_recorded(record(13)), stress.as_recorded(record(13, "calibration_global_form=chosen"))]
+    twice = [stress_records.as_recorded(record(13)), stress_records.as_recorded(record(13, "calibration_global_form=chosen"))]
     with pytest.raises(SystemExit, match="two runs of wmrl on none, seed 13"):
         stress.summarise(twice, args)
 

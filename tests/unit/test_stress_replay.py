@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bench import stress_replay
+from bench import stress_records, stress_replay
 from bench.archive import add_run, read_record
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 
@@ -28,7 +28,7 @@ def recorded_run(tmp_path, steps: int = 10, per_step: int = 12, biased: str = "c
         calibrator.add_pairs(wm, real, tasks, strata)
         history.append(calibrator.metrics())
     record = {"stratum_z_max": [h.get("calibration/stratum_z_max") for h in history],
-              "stratum_check": stress_replay.STRATUM_CHECK,
+              "stratum_check": stress_records.STRATUM_CHECK,
               "global_affine": [h.get("calibration/global_affine") for h in history],
               "pairs_per_step": [h.get("calibration/n_pairs") for h in history],
               "calibrator_state": calibrator.state_dict()}
