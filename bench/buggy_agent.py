@@ -2,7 +2,7 @@
 
 The stand-in agent is the grammar policy with a bug decision (``grammar-buggy``): after the
 grammar's slots it picks ``none`` or one of ``DEFAULT_BUG_OPERATORS`` (``agents/code/policy.py``),
-realistic agent failures from :mod:`wmrl_envs.world_models.mutations`, and starts at P(bug) = 0.5.
+realistic agent failures from :mod:`wmrl_envs.mutations`, and starts at P(bug) = 0.5.
 Failing is a choice: a policy rewarded by real execution learns to stop making it; a policy
 rewarded by a world model that over-scores some failures drifts towards them (the reward hack).
 
@@ -79,10 +79,10 @@ from trainers.families.code import scorer_options
 from trainers.policies import make_policy
 from trainers.wmrl import WMRLTrainer, make_core
 from trainers.wmrl_config import WMRLConfig
+from wmrl_envs.analysis.proofs import Prover
 from wmrl_envs.provenance import provenance
 from wmrl_envs.scoring import extract_code
 from wmrl_envs.world_models import make_world_model
-from wmrl_envs.world_models.proofs import Prover
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_ID, SUITE, POLICY = "wmrl/MLEDojo-v0", "mle", "grammar-buggy"
@@ -252,8 +252,8 @@ def training_figures(rows: list[dict[str, Any]], steps: int) -> dict[str, Any]:
     operators = {}
     for op in DEFAULT_BUG_OPERATORS:
         mine = [r for r in rows if r["bug"] == op and r["applied"]]
-        operators[op] = {"share_first": share(first, lambda r: r["bug"] == op and r["applied"]),
-                         "share_last": share(last, lambda r: r["bug"] == op and r["applied"]),
+        operators[op] = {"share_first": share(first, lambda r, op=op: r["bug"] == op and r["applied"]),
+                         "share_last": share(last, lambda r, op=op: r["bug"] == op and r["applied"]),
                          "n": len(mine), "proved": share(mine, lambda r: r["proved"]),
                          "reward": _mean([r["reward"] for r in mine]), "wm": _mean([r["wm"] for r in mine]),
                          "real": _mean([r["real"] for r in mine])}
@@ -404,8 +404,8 @@ def summarise(results: list[dict], world_models: dict[str, WorldModelArm], args:
         if not rs:
             continue
         quarter = max(1, len(rs[0]["train"]["bug_share"]) // 4)
-        early = lambda r, name: _mean(r["train"][name][:quarter])  # noqa: E731
-        late = lambda r, name: _mean(r["train"][name][-quarter:])  # noqa: E731
+        early = lambda r, name, quarter=quarter: _mean(r["train"][name][:quarter])  # noqa: E731
+        late = lambda r, name, quarter=quarter: _mean(r["train"][name][-quarter:])  # noqa: E731
         row = {"mode": mode, "world_model": wm, "seeds": [r["key"]["seed"] for r in rs],
                "executed_share": executed_share(run_config(RunKey(mode, wm, 0), args, world_models.get(wm))),
                "heldout_start": _stat([r["curve"][0]["heldout_mean"] for r in rs]),

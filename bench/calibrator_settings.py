@@ -36,8 +36,8 @@ from bench.common import RESULTS, rerun_command
 from bench.corpus_rows import corpus_rows, draw_groups
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 from wmrl_envs.provenance import provenance
-from wmrl_envs.world_models import corpus as corpus_lib
 from wmrl_envs.world_models import surrogate as surrogate_lib
+from wmrl_envs.world_models.build import corpus as corpus_lib
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """Does every mutation operator cause the outcome it claims? Execute a sample and compare.
 
-For each operator of :mod:`wmrl_envs.world_models.mutations`, the first ``--per-operator``
+For each operator of :mod:`wmrl_envs.mutations`, the first ``--per-operator``
 applicable tasks of a pool that alternates MLE-Dojo and DSBench tasks of every prediction kind
 (rotated per operator, so the sample differs between operators) get a grammar script with
 cheap, seeded choices, mutated with the operator and run in the sandbox. Timeout operators run
@@ -27,12 +27,12 @@ import time
 from agents.code.grammar import SLOTS, SolutionChoices, render_script
 from bench.common import RESULTS, rerun_command
 from wmrl_envs.grading.metrics import get_metric
+from wmrl_envs.mutations import OPERATORS, Mutation, MutationNotApplicable, mutate
 from wmrl_envs.outcome import TIMEOUT
 from wmrl_envs.provenance import provenance
 from wmrl_envs.scoring import CodeScorer, ScoreResult
+from wmrl_envs.task_spec import Task
 from wmrl_envs.tasks import get_task
-from wmrl_envs.tasks.spec import Task
-from wmrl_envs.world_models.mutations import OPERATORS, Mutation, MutationNotApplicable, mutate
 
 # Small tasks of every prediction kind (label, probability, class probabilities, value), with
 # string and numeric features, lower- and upper-case column names.

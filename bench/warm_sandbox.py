@@ -35,7 +35,7 @@ from wmrl_envs.sandbox import make_executor
 from wmrl_envs.sandbox.preload import measure, profiles_path, save_profile
 from wmrl_envs.sandbox.runtime import load_runtime
 from wmrl_envs.scoring import CodeScorer
-from wmrl_envs.world_models.corpus import CorpusItem, corpus_items, read_corpus
+from wmrl_envs.world_models.build.corpus import CorpusItem, corpus_items, read_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 # Binary, multiclass, regression (twice) and text; between them every broken mutation but one.

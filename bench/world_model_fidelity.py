@@ -3,14 +3,14 @@
 The ground truth is every executed row of the corpora with a recorded outcome
 (``assets/world_models/{corpus,dsbench_corpus,outcome_corpus,handwritten_corpus}.csv``): grammar
 solutions, hand-written ones (``agents/code/handwritten.py``) and mutants of both
-(``wmrl_envs/world_models/mutations.py``), each run in the sandbox. Fidelity is
+(``wmrl_envs/mutations.py``), each run in the sandbox. Fidelity is
 measured on the held-out tasks' rows, which no fit ever saw; the proofs' precision on every row.
 
 World models compared, on the same rows:
 
 * ``surrogate (before)``: the score-only surrogate as it shipped before outcomes (the artefact of
   commit ``--before``), which predicts every script valid; its score ranks validity for AUC;
-* ``proofs + before``: the static proofs (``wmrl_envs/world_models/proofs.py``), with the old
+* ``proofs + before``: the static proofs (``wmrl_envs/analysis/proofs.py``), with the old
   surrogate's score for what they do not settle;
 * ``surrogate (outcome)``: the shipped surrogate: proofs, then the status head; its score is the
   score head's where the likeliest outcome is valid, ``P(valid) x`` it elsewhere (``gated``);
@@ -48,10 +48,10 @@ from sklearn.metrics import roc_auc_score
 from agents.code.handwritten import STYLE_KEY, render_solution
 from bench.common import RESULTS, rerun_command
 from wmrl_envs import outcome
+from wmrl_envs.analysis.proofs import Prover
 from wmrl_envs.provenance import provenance
 from wmrl_envs.tasks import get_task
-from wmrl_envs.world_models import corpus as corpus_lib
-from wmrl_envs.world_models.proofs import Prover
+from wmrl_envs.world_models.build import corpus as corpus_lib
 from wmrl_envs.world_models.surrogate import SurrogateWorldModel
 
 REPO = Path(__file__).resolve().parents[1]

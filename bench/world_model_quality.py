@@ -45,8 +45,8 @@ from bench.corpus_rows import CORPUS, corpus_rows
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 from wmrl_envs.provenance import provenance
 from wmrl_envs.scoring import CodeScorer
-from wmrl_envs.world_models import corpus as corpus_lib
 from wmrl_envs.world_models import surrogate as surrogate_lib
+from wmrl_envs.world_models.build import corpus as corpus_lib
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_RHO = 0.5

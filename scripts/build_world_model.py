@@ -10,7 +10,7 @@ After a change to the renderer that alters what some tasks' scripts do, re-execu
 
     python scripts/build_world_model.py --split train --per-task 13 --tasks gss-income movie-ratings --replace
 
-Execute mutants of grammar solutions, every operator of ``wmrl_envs/world_models/mutations.py`` in
+Execute mutants of grammar solutions, every operator of ``wmrl_envs/mutations.py`` in
 turn, for the outcome corpus the status head and the prover are measured on::
 
     python scripts/build_world_model.py --corpus assets/world_models/outcome_corpus.csv --suite mle --split all \
@@ -74,7 +74,7 @@ from agents.code.handwritten import STYLE_KEY, STYLES, render_solution
 from wmrl_envs.provenance import provenance
 from wmrl_envs.scoring import CodeScorer
 from wmrl_envs.tasks import get_task, list_tasks
-from wmrl_envs.world_models import corpus as corpus_lib
+from wmrl_envs.world_models.build import corpus as corpus_lib
 from wmrl_envs.world_models.surrogate import SurrogateConfig, SurrogateWorldModel, default_path
 
 log = logging.getLogger("build_world_model")
@@ -181,8 +181,8 @@ def outcome_rows(paths: list[Path], split: str) -> pd.DataFrame:
 def train_status(args: argparse.Namespace) -> None:
     """Fit the status head on the train rows that no proof settles and attach it to the artefact
     (score heads unchanged)."""
-    from wmrl_envs.world_models.code_features import analyse_script, feature_vector, outcome_features
-    from wmrl_envs.world_models.proofs import Prover
+    from wmrl_envs.analysis.code_features import analyse_script, feature_vector, outcome_features
+    from wmrl_envs.analysis.proofs import Prover
     from wmrl_envs.world_models.status_head import StatusHeadConfig, fit_status_head
 
     frame = outcome_rows(args.outcome_corpora, "train")

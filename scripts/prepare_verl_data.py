@@ -25,8 +25,8 @@ from pathlib import Path
 from agents.code.lm_policy import CausalLMPolicyConfig, build_messages
 from trainers.integrations.prompts import code_tasks, prompt_uid
 from wmrl_envs.errors import ConfigError, WMRLError
+from wmrl_envs.task_spec import Task
 from wmrl_envs.tasks import SPLIT_CHOICES
-from wmrl_envs.tasks.spec import Task
 
 
 def dataset_rows(tasks: Iterable[Task], data_source: str, config: CausalLMPolicyConfig | None = None) -> list[dict]:

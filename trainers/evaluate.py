@@ -34,8 +34,8 @@ from wmrl_envs.errors import ConfigError, InfraFailureError
 from wmrl_envs.grading import mean_rpg
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring import CodeScorer, extract_code
+from wmrl_envs.task_spec import Task
 from wmrl_envs.tasks import SPLIT_CHOICES
-from wmrl_envs.tasks.spec import Task
 
 Responder = Callable[[Task, int, int], list[str]]
 

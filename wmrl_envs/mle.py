@@ -13,7 +13,8 @@ held-out tasks the test score is never shown during the episode: it is only the 
 from __future__ import annotations
 
 import string
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -21,6 +22,7 @@ from gymnasium import spaces
 from wmrl_envs import outcome
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.info import env_info
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring import (
     AnchorSchedule,
@@ -33,7 +35,7 @@ from wmrl_envs.scoring import (
     env_core,
     extract_code,
 )
-from wmrl_envs.tasks.spec import Task
+from wmrl_envs.task_spec import Task
 
 #: Printable ASCII plus whitespace. Feedback is sanitised into it so observations always lie
 #: in the observation space, whatever bytes agent code prints.
@@ -256,27 +258,15 @@ class MLEDojoEnv(gym.Env):
         return line + "."
 
     def _info(self, result: ScoreResult, final: ScoreResult | None) -> dict[str, Any]:
+        """The one info shape (:mod:`wmrl_envs.info`), then what only a code env reports."""
         return {
-            "task_id": result.task_id,
-            "group_id": self._group_id,
+            **env_info(result, self._group_id),
             "turn": self._turn,
-            "stream": result.stream,
-            "score": result.score,
-            "raw_score": result.raw_score,
-            "real_score": result.real_score,
-            "wm_score_raw": result.wm_score_raw,
-            "wm_score_calibrated": result.wm_score_calibrated,
-            "valid": result.valid,
-            "error": result.error,
-            "infra_failure": result.infra_failure,
-            "status": result.status,
             "exception": result.exception,
             "proved": result.proved,
             "executed": result.executed,
             "feedback_predicted": not result.executed and not result.infra_failure,
             "p_valid": result.p_valid,
-            "cost": dict(result.cost),
-            "fusion_weight": result.fusion_weight,
             "leaderboard": dict(result.leaderboard),
             "final_score": None if final is None else final.score,
         }

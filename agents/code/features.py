@@ -1,6 +1,6 @@
 """Task featurisation: a fixed-size float vector describing a task, for policies to condition on.
 
-Every feature is read from the :class:`~wmrl_envs.tasks.spec.TaskSpec` alone (never from the
+Every feature is read from the :class:`~wmrl_envs.task_spec.TaskSpec` alone (never from the
 data files), so featurising is instant and works for held-out tasks. Dataset statistics come
 from ``spec.meta`` when the suite generator recorded them; a missing statistic is encoded as 0
 together with a ``has_*`` flag of 0, so "unknown" never looks like "zero rows".
@@ -8,7 +8,7 @@ together with a ``has_*`` flag of 0, so "unknown" never looks like "zero rows".
 Features, in :data:`FEATURE_NAMES` order (counts are squashed with ``log10`` so that every
 feature is of order one):
 
-* ``task_type/<t>``: one-hot over :data:`~wmrl_envs.tasks.spec.TASK_TYPES`.
+* ``task_type/<t>``: one-hot over :data:`~wmrl_envs.task_spec.TASK_TYPES`.
 * ``prediction/<k>``: one-hot over the metric's prediction kind (``label``, ``probability``,
   ``class_probabilities``, ``value``); it fixes what the submission holds.
 * ``metric/higher_is_better``: the metric's direction (1 or 0).
@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from wmrl_envs.grading.metrics import PREDICTION_KINDS, get_metric
-from wmrl_envs.tasks.spec import TASK_TYPES, Task, TaskSpec
+from wmrl_envs.task_spec import TASK_TYPES, Task, TaskSpec
 
 MODALITIES: tuple[str, ...] = ("text", "image", "timeseries")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading.metrics import get_metric
-from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.task_spec import TaskSpec
 
 #: Every slot of the grammar and its choices, in the order a policy decides them.
 SLOTS: dict[str, tuple[str, ...]] = {

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from agents.code.grammar import SolutionChoices, render_script
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading.metrics import get_metric
-from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.task_spec import TaskSpec
 
 #: The corpus choices key that names a style instead of a grammar point.
 STYLE_KEY = "style"

@@ -49,11 +49,11 @@ from agents.code.features import as_spec
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.extras import requires_extra
 from wmrl_envs.grading.metrics import get_metric
+from wmrl_envs.llm.backends import default_gguf_path
 from wmrl_envs.mle import RESPONSE_FORMAT
 from wmrl_envs.paths import wmrl_home
-from wmrl_envs.tasks.spec import Task, TaskSpec
+from wmrl_envs.task_spec import Task, TaskSpec
 from wmrl_envs.world_models.llm import truncate_end
-from wmrl_envs.world_models.llm_backends import default_gguf_path
 
 if TYPE_CHECKING:
     from peft import LoraConfig

@@ -27,12 +27,12 @@ always those of the distribution the choices were actually drawn from.
 
 Bugs (``config.bug_operators``, opt-in). A CPU stand-in for an agent that writes failing code:
 after the grammar slots, one more decision picks ``"none"`` or one of the given mutation
-operators (:mod:`wmrl_envs.world_models.mutations`), and the rendered script is broken by
+operators (:mod:`wmrl_envs.mutations`), and the rendered script is broken by
 ``mutate(script, operator, spec, config.script_seed)``. The decision is the last one: its head
 reads the GRU state after the last grammar choice, so which bug is chosen may depend on the
 solution (an operator only fits some scripts). Its log-prob is the rollout's last entry and
 enters the GRPO ratio like any slot's; it is never forced. Where the chosen operator does not
-apply to the script or task (:class:`~wmrl_envs.world_models.mutations.MutationNotApplicable`,
+apply to the script or task (:class:`~wmrl_envs.mutations.MutationNotApplicable`,
 e.g. ``label_codes`` on a regression task) the script stays as rendered: the choice was made,
 it just broke nothing (``meta["bug_applied"]`` is False). The bug head's bias starts at
 ``P(bug) = config.bug_rate``, shared equally by the operators; its parameters are created after
@@ -55,8 +55,8 @@ from agents.code.features import FEATURE_DIM, as_spec, meta_count, modality, tas
 from agents.code.grammar import SLOTS, SolutionChoices, format_response, render_script
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading.metrics import get_metric
-from wmrl_envs.tasks.spec import Task, TaskSpec
-from wmrl_envs.world_models.mutations import OPERATORS, MutationNotApplicable, mutate
+from wmrl_envs.mutations import OPERATORS, MutationNotApplicable, mutate
+from wmrl_envs.task_spec import Task, TaskSpec
 
 SLOT_NAMES: tuple[str, ...] = tuple(SLOTS)
 N_SLOTS: int = len(SLOT_NAMES)
@@ -188,8 +188,8 @@ class _Decoded(NamedTuple):
 class GrammarPolicy(nn.Module):
     """Autoregressive policy over the grammar slots (see the module docstring).
 
-    Implements :class:`agents.base.Policy`. Prompts are :class:`~wmrl_envs.tasks.spec.Task` or
-    :class:`~wmrl_envs.tasks.spec.TaskSpec` objects. Each :class:`~agents.base.Rollout` has:
+    Implements :class:`agents.base.Policy`. Prompts are :class:`~wmrl_envs.task_spec.Task` or
+    :class:`~wmrl_envs.task_spec.TaskSpec` objects. Each :class:`~agents.base.Rollout` has:
 
     * ``response``: the agent response (:func:`explain` then the script, see
       :func:`~agents.code.grammar.render_response`), the script broken by the chosen bug if the

@@ -78,10 +78,11 @@ class SampledEpisode:
             [rollout] = worker.policy.generate([EpisodePrompt(env, self.task_index, self.init_state)], 1,
                                                [self.group_id], generator)
         if self.shaped:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             phi_start, phi_end = env.reward_model.potentials(env.trajectory())
             cost = dict(rollout.response["cost"])
             cost["world_model_s"] += time.perf_counter() - start
+            cost["world_model_cpu_s"] += time.process_time() - cpu
             rollout.response = {**rollout.response, "wm_score_raw": phi_end, "potential_start": phi_start,
                                 "cost": cost}
         return rollout

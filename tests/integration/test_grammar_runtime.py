@@ -20,7 +20,7 @@ import pandas as pd
 from agents.code.grammar import SLOTS, SolutionChoices, render_script
 from wmrl_envs.grading import grade, validate_submission
 from wmrl_envs.sandbox.runtime import load_runtime
-from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.task_spec import TaskSpec
 
 RUNNER = """
 import json, os, runpy, sys, traceback, warnings

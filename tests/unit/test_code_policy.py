@@ -12,7 +12,7 @@ from agents.code.policy import SLOT_NAMES, GrammarPolicy, GrammarPolicyConfig, f
 from trainers.grpo import clipped_surrogate_loss, group_advantages
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.scoring import extract_code
-from wmrl_envs.tasks.spec import Task, TaskSpec
+from wmrl_envs.task_spec import Task, TaskSpec
 
 torch.set_num_threads(1)
 

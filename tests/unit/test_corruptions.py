@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from agents.code.grammar import SLOTS, SolutionChoices, render_script
+from wmrl_envs.analysis.code_features import solution_family
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.task_spec import TaskSpec
 from wmrl_envs.world_models import Prediction, make_world_model
-from wmrl_envs.world_models.code_features import solution_family
 from wmrl_envs.world_models.corrupted import (
     DEFAULT_STRENGTHS,
     FAMILIES,

@@ -21,7 +21,7 @@ from wmrl_envs.grading import (
     submission_cap,
     validate_submission,
 )
-from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.task_spec import TaskSpec
 
 
 def make_spec(metric, **kwargs):

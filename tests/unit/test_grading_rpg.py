@@ -7,7 +7,7 @@ import pytest
 
 from wmrl_envs.errors import TaskFormatError
 from wmrl_envs.grading import best_possible, grade, mean_rpg, relative_performance_gap
-from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.task_spec import TaskSpec
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import pytest
 from agents.code.grammar import REFERENCE_SOLUTIONS, SLOTS, SolutionChoices, render_script
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading import get_metric, grade, validate_submission
-from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.task_spec import TaskSpec
 
 
 def make_spec(metric: str, task_type: str, **kwargs) -> TaskSpec:

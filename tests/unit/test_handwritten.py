@@ -14,7 +14,7 @@ from agents.code.grammar import SolutionChoices, render_script
 from agents.code.handwritten import STYLE_KEY, STYLES, render_handwritten, render_solution
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.tasks import get_task, list_tasks
-from wmrl_envs.world_models import corpus as corpus_lib
+from wmrl_envs.world_models.build import corpus as corpus_lib
 
 CORPUS = Path(__file__).resolve().parents[2] / "assets" / "world_models" / "handwritten_corpus.csv"
 

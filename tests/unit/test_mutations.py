@@ -13,12 +13,13 @@ import random
 import pytest
 
 from agents.code.grammar import REFERENCE_SOLUTIONS, SLOTS, SolutionChoices, render_script
+from wmrl_envs import mutations
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading.metrics import get_metric
+from wmrl_envs.mutations import LEGACY_MUTATIONS, MUTATIONS, OPERATORS, MutationNotApplicable, mutate
 from wmrl_envs.outcome import FAILURES, IMPORT_ERROR, RUNTIME_ERROR, SYNTAX_ERROR
 from wmrl_envs.tasks import get_task
-from wmrl_envs.world_models import corpus, mutations
-from wmrl_envs.world_models.mutations import LEGACY_MUTATIONS, MUTATIONS, OPERATORS, MutationNotApplicable, mutate
+from wmrl_envs.world_models.build import corpus
 
 # Every prediction kind, from both suites (DSBench has no class-probability task).
 TASKS = ("titanic-survival", "breast-cancer-diagnosis", "wine-cultivar", "used-car-prices",

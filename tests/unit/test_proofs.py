@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from wmrl_envs.analysis.facts import runtime_facts, task_facts
+from wmrl_envs.analysis.proofs import Prover
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.scoring import CodeGroup, CodeScorer, HashSchedule, ScoringCore
 from wmrl_envs.tasks import get_task
-from wmrl_envs.world_models.facts import runtime_facts, task_facts
-from wmrl_envs.world_models.proofs import Prover
 
 HEADER = "import numpy as np\nimport pandas as pd\n"
 READ = HEADER + 'train = pd.read_csv("data/train.csv")\n'
@@ -230,7 +230,7 @@ def test_no_proof_is_false_on_the_whole_executed_corpus(prover):
 
     from agents.code.handwritten import render_solution
     from wmrl_envs.paths import assets_dir
-    from wmrl_envs.world_models import corpus as corpus_lib
+    from wmrl_envs.world_models.build import corpus as corpus_lib
 
     tasks, proved, valid = {}, 0, 0
     for name in ("corpus.csv", "dsbench_corpus.csv", "outcome_corpus.csv", "handwritten_corpus.csv"):

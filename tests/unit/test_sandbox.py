@@ -12,7 +12,7 @@ import pytest
 from wmrl_envs.errors import SandboxUnavailableError
 from wmrl_envs.sandbox import ExecutionResult, ExecutionStatus, ExecutorPool, Limits, make_executor
 from wmrl_envs.sandbox.arithmetic import NATIVE, arithmetic, arithmetic_env
-from wmrl_envs.tasks.spec import Task, TaskSpec
+from wmrl_envs.task_spec import Task, TaskSpec
 
 # "bwrap-fallback" is bwrap as it runs where the host is not root: no cgroups, and a work dir
 # on the host's disk that is checked after the run. "warm" forks each run from a preloaded zygote.
@@ -303,7 +303,6 @@ def test_unknown_names_raise_and_list_the_real_executors():
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 def test_the_default_is_warm_where_the_host_allows_it_and_cold_bwrap_elsewhere(monkeypatch, caplog):
-    from wmrl_envs import sandbox
     from wmrl_envs.sandbox import DEFAULT_EXECUTOR, auto, warm
 
     assert DEFAULT_EXECUTOR == "auto"

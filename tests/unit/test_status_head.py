@@ -9,9 +9,9 @@ import pytest
 
 from agents.code.grammar import SLOTS, SolutionChoices, render_script
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.mutations import OPERATORS
 from wmrl_envs.tasks import list_tasks
-from wmrl_envs.world_models import corpus as corpus_lib
-from wmrl_envs.world_models.mutations import OPERATORS
+from wmrl_envs.world_models.build import corpus as corpus_lib
 from wmrl_envs.world_models.status_head import (
     StatusHeadConfig,
     code_tokens,

@@ -8,18 +8,18 @@ import math
 import pytest
 
 from agents.code.grammar import REFERENCE_SOLUTIONS, SolutionChoices, render_script
-from wmrl_envs.errors import ConfigError, MissingExtraError
-from wmrl_envs.tasks import list_tasks
-from wmrl_envs.world_models import Prediction, make_world_model
-from wmrl_envs.world_models import surrogate as surrogate_lib
-from wmrl_envs.world_models.code_features import (
+from wmrl_envs.analysis.code_features import (
     FEATURE_NAMES,
     SCRIPT_FEATURES,
     analyse_script,
     feature_vector,
     script_features,
 )
-from wmrl_envs.world_models.corpus import BROKEN_MUTATIONS, mutate
+from wmrl_envs.errors import ConfigError, MissingExtraError
+from wmrl_envs.tasks import list_tasks
+from wmrl_envs.world_models import Prediction, make_world_model
+from wmrl_envs.world_models import surrogate as surrogate_lib
+from wmrl_envs.world_models.build.corpus import BROKEN_MUTATIONS, mutate
 from wmrl_envs.world_models.surrogate import SurrogateConfig, SurrogateWorldModel
 
 # Written the way an LLM agent writes, not by the grammar.

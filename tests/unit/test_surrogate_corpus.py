@@ -12,8 +12,8 @@ from agents.code.grammar import REFERENCE_SOLUTIONS, SLOTS, SolutionChoices, ren
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.scoring import CodeScorer
 from wmrl_envs.tasks import get_task, list_tasks
-from wmrl_envs.world_models import corpus as corpus_lib
-from wmrl_envs.world_models.corpus import BROKEN_MUTATIONS, CorpusItem, mutate, plan_corpus
+from wmrl_envs.world_models.build import corpus as corpus_lib
+from wmrl_envs.world_models.build.corpus import BROKEN_MUTATIONS, CorpusItem, mutate, plan_corpus
 
 SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "world_models" / "corpus.csv"
 REFERENCES = [c.to_dict() for c in REFERENCE_SOLUTIONS.values()]
@@ -113,7 +113,7 @@ def test_shipped_corpus_is_split_clean_and_has_failures():
 
 
 def test_the_outcome_corpus_holds_every_operator_executed_on_both_splits():
-    from wmrl_envs.world_models.mutations import OPERATORS
+    from wmrl_envs.mutations import OPERATORS
 
     frame = corpus_lib.read_corpus(SHIPPED.with_name("outcome_corpus.csv"))
     assert set(frame["mutation"]) == set(OPERATORS) and {"train", "heldout"} <= set(frame["split"])

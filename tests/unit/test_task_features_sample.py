@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wmrl_envs.tasks.spec import Task, TaskSpec
-from wmrl_envs.world_models.code_features import TARGET_SAMPLE_BYTES, _leading_records, task_features
+from wmrl_envs.analysis.code_features import TARGET_SAMPLE_BYTES, _leading_records, task_features
+from wmrl_envs.task_spec import Task, TaskSpec
 
 
 def bytes_read() -> int:

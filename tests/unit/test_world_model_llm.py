@@ -18,7 +18,15 @@ from typing import Any, Iterator
 import pytest
 
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.tasks.spec import Task, TaskSpec
+from wmrl_envs.llm.backends import (
+    ContextLengthError,
+    LLMBackendError,
+    OpenAIChatBackend,
+    TokenLogprob,
+    TransformersBackend,
+    parse_chat_response,
+)
+from wmrl_envs.task_spec import Task, TaskSpec
 from wmrl_envs.world_models import Prediction, WorldModel, make_world_model
 from wmrl_envs.world_models import base as wm_base
 from wmrl_envs.world_models.llm import (
@@ -29,14 +37,6 @@ from wmrl_envs.world_models.llm import (
     score_std_from_logprobs,
     truncate_end,
     truncate_middle,
-)
-from wmrl_envs.world_models.llm_backends import (
-    ContextLengthError,
-    LLMBackendError,
-    OpenAIChatBackend,
-    TokenLogprob,
-    TransformersBackend,
-    parse_chat_response,
 )
 
 # --------------------------------------------------------------------------- fixtures

@@ -25,7 +25,6 @@ more workers, with ``executor="ray"``, or with shaped rewards, it hands them to 
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
@@ -35,6 +34,8 @@ import torch
 from agents.base import Rollout
 from trainers.adapters import GroupOutcome
 from trainers.ledger import ComputeLedger
+from wmrl_envs import outcome
+from wmrl_envs.info import env_info
 from wmrl_envs.libero.evaluate import EpisodePolicy, LiberoEvalReport, evaluate_libero
 from wmrl_envs.libero.pooled_eval import evaluate_pooled
 from wmrl_envs.libero.tasks import TASK_NAMES, task_index
@@ -42,7 +43,7 @@ from wmrl_envs.libero.workers import DEFAULT_EPISODE_TIMEOUT_S, JobResult, Simul
 from wmrl_envs.scoring import ScoredGroup, ScoreResult, ScoringCore
 
 #: The raw scores a worker's episode reports (its env's final info, see ``wmrl_envs/libero/env.py``).
-_RAW_FIELDS = ("real_score", "raw_score", "wm_score_raw", "valid")
+_RAW_FIELDS = ("real_score", "raw_score", "wm_score_raw", "valid", "status")
 _NO_COST = {"simulation_s": 0.0, "simulation_cpu_s": 0.0, "simulation_steps": 0, "world_model_s": 0.0}
 
 
@@ -88,9 +89,7 @@ def collect_pooled(adapter: Any, pool: SimulationPool, policy: Any, task_ids: Se
     for group in groups:
         for rollout, sample in zip(rollouts[group.group_id], group.samples):
             # The fused sample is the episode's one ScoreResult from here on, as on the in-process path.
-            rollout.response = {**rollout.response, "stream": group.stream, "score": sample.score,
-                                "wm_score_calibrated": sample.wm_score_calibrated,
-                                "fusion_weight": sample.fusion_weight, "result": sample}
+            rollout.response = {**rollout.response, **env_info(sample, group.group_id), "result": sample}
     cpu3, wall3 = time.process_time(), time.perf_counter()
     everything = [r for g in group_ids for r in rollouts[g]]
     adapter._charge(everything, (cpu1 - cpu0) + (cpu3 - cpu2) + sum(r.cpu_s for r in results),
@@ -103,13 +102,13 @@ def _scored_episode(job: Any, result: JobResult, stream: str) -> tuple[Rollout, 
     name = TASK_NAMES[job.task_index]
     if result.infra_failure:
         cost = {**_NO_COST, "simulation_cpu_s": result.cpu_s, "simulation_s": result.wall_s}  # spent, then lost
-        response = {"task_id": name, "task_index": job.task_index, "init_state": job.init_state,
-                    "group_id": job.group_id, "stream": stream, "score": math.nan, "real_score": None,
-                    "wm_score_raw": None, "infra_failure": True, "error": result.error, "cost": cost}
+        sample = ScoreResult(task_id=name, stream=stream, infra_failure=True, error=result.error,
+                             status=outcome.INFRA_FAILURE, cost=cost)
+        # The env's info shape, as for an episode that ended (wmrl_envs.info).
+        response = {**env_info(sample, job.group_id), "task_index": job.task_index, "init_state": job.init_state}
         rollout = Rollout(task_id=name, group_id=job.group_id, response=response, tokens=None, logp=torch.zeros(0),
                           meta={"init_state": job.init_state, "steps": 0, "infra_failure": True})
-        return rollout, ScoreResult(task_id=name, stream=stream, infra_failure=True, error=result.error,
-                                    cost=dict(cost))
+        return rollout, sample
     rollout = result.output
     info = rollout.response
     sample = ScoreResult(task_id=name, stream=stream, **{k: info[k] for k in _RAW_FIELDS},

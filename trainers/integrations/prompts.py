@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.tasks.spec import Task
+from wmrl_envs.task_spec import Task
 
 
 def code_tasks(env_id: str = "wmrl/MLEDojo-v0", split: str = "train", task_ids: Sequence[str] | None = None) -> list[Task]:

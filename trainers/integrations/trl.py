@@ -75,9 +75,17 @@ from trainers.integrations.prompts import prompt_uid
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 from wmrl_envs.errors import ConfigError, MissingDependencyError
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR
-from wmrl_envs.scoring import (CodeGroup, CodeScorer, FusionConfig, HashSchedule, ScoredGroup, ScoringCore,
-                               extract_code, sample_weights)
-from wmrl_envs.tasks.spec import Task
+from wmrl_envs.scoring import (
+    CodeGroup,
+    CodeScorer,
+    FusionConfig,
+    HashSchedule,
+    ScoredGroup,
+    ScoringCore,
+    extract_code,
+    sample_weights,
+)
+from wmrl_envs.task_spec import Task
 
 #: The TRL minor version this module was written and tested against (its private hooks change).
 TESTED_TRL = "1.16"

@@ -71,9 +71,18 @@ import numpy as np
 from trainers.grpo import group_advantages
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 from wmrl_envs.errors import ConfigError, MissingDependencyError
-from wmrl_envs.scoring import (CodeGroup, CodeScorer, FusionConfig, HashSchedule, ScoreResult, ScoringCore,
-                               extract_code, sample_weights, shared_calibrator)
-from wmrl_envs.tasks.spec import Task
+from wmrl_envs.scoring import (
+    CodeGroup,
+    CodeScorer,
+    FusionConfig,
+    HashSchedule,
+    ScoreResult,
+    ScoringCore,
+    extract_code,
+    sample_weights,
+    shared_calibrator,
+)
+from wmrl_envs.task_spec import Task
 
 try:
     import torch

@@ -33,7 +33,7 @@ from typing import Literal, get_args
 
 from wmrl_envs.errors import TaskFormatError
 from wmrl_envs.grading.metrics import LOG_LOSS_EPS
-from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.task_spec import TaskSpec
 
 OrdinalLabels = Literal["range", "present"]
 ORDINAL_LABELS: tuple[str, ...] = get_args(OrdinalLabels)

@@ -41,7 +41,7 @@ from pandas.api.types import is_bool_dtype, is_integer_dtype, is_numeric_dtype
 from wmrl_envs.errors import InvalidSubmissionError, TaskFormatError, preview
 from wmrl_envs.grading.conventions import Conventions, conventions
 from wmrl_envs.grading.metrics import Metric, get_metric
-from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.task_spec import TaskSpec
 
 #: The cap of a submission's size when nothing is known of its task (:func:`submission_cap`).
 SUBMISSION_CAP_FLOOR_BYTES = 4 * 1024 * 1024

@@ -1,6 +1,6 @@
 """A task's reward from its raw metric value: leaderboard position score or DSBench RPG.
 
-The task (:class:`~wmrl_envs.tasks.spec.Task`) is pure data: it knows where its leaderboards
+The task (:class:`~wmrl_envs.task_spec.Task`) is pure data: it knows where its leaderboards
 lie, and this module reads them in its metric's direction and turns a raw score into the
 reward quantity every reward source returns (see docs/architecture.md, "Grading").
 """
@@ -15,7 +15,7 @@ from wmrl_envs.grading.conventions import conventions
 from wmrl_envs.grading.leaderboard import Leaderboard
 from wmrl_envs.grading.metrics import get_metric
 from wmrl_envs.grading.rpg import relative_performance_gap
-from wmrl_envs.tasks.spec import Task
+from wmrl_envs.task_spec import Task
 
 
 def task_leaderboards(task: Task) -> list[Leaderboard]:

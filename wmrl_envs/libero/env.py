@@ -37,29 +37,35 @@ those, a sampled placement ``init_state >= 1000``: see :func:`.tasks.check_init_
   the one the trainer uses (``core=``), so calibration and the anchor weight follow a single
   rule. ``options["stream"]`` ("real", "world_model" or "anchor") overrides the stream of one
   episode, for tools.
-* **Info**: ``task_id`` (the libero_10 task name), ``task_index``,
-  ``init_state``, ``group_id``, ``stream``, ``score``, ``raw_score``, ``real_score``,
+* **Info**: the one shape of every WMRL env (:mod:`wmrl_envs.info`: ``task_id`` (the libero_10
+  task name), ``group_id``, ``stream``, ``status``, ``score``, ``raw_score``, ``real_score``,
   ``wm_score_raw``, ``wm_score_calibrated``, ``valid``, ``error``, ``infra_failure``,
-  ``fusion_weight``, ``cost`` and ``result``. ``score``, ``cost`` and ``result`` are None until
-  the episode ends (so that equal seeds and actions give equal infos, as Gymnasium's checker
-  demands); ``cost`` is then the whole episode's: ``simulation_s`` (wall, reset and any rebuild
-  included), ``simulation_cpu_s``, ``simulation_steps`` (wait steps included) and
-  ``world_model_s``; ``result`` is the episode's :class:`~wmrl_envs.scoring.ScoreResult` as the
-  core scored it (the flat keys are its fields), which a trainer keeps as it is.
+  ``fusion_weight``, ``cost``), then ``task_index``, ``init_state``, ``step`` and ``result``.
+  ``score``, ``cost`` and ``result`` are None and ``status`` is ``""`` until the episode ends (so
+  that equal seeds and actions give equal infos, as Gymnasium's checker demands). ``status`` is
+  then ``success``, ``failure`` (all ``max_steps`` without success) or ``unfinished`` (a
+  world-model episode stopped at ``wm_horizon``); ``raw_score`` and ``real_score`` are the success
+  (1.0 or 0.0) of an episode run to its end. ``cost`` is the whole episode's: ``simulation_s``
+  (wall, reset and any rebuild included), ``simulation_cpu_s``, ``simulation_steps`` (wait steps
+  included), ``world_model_s`` and ``world_model_cpu_s`` (the execution keys are 0);
+  ``result`` is the episode's :class:`~wmrl_envs.scoring.ScoreResult` as the core scored it (the
+  flat keys are its fields), which a trainer keeps as it is.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.info import FAILURE, SUCCESS, UNFINISHED, env_info
 from wmrl_envs.libero.sim import MAX_OBJECTS, NO_OP, PROPRIO_DIM, SLOT_DIM, LiberoSim
 from wmrl_envs.libero.tasks import (
     INSTRUCTION_CHARSET,
@@ -291,15 +297,17 @@ class LiberoLongEnv(gym.Env):
 
     def _predict(self, episode: _Episode) -> None:
         """Score the episode so far with the reward model (the raw world-model score)."""
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         episode.result.wm_score_raw = float(self.reward_model.predict([episode.trajectory()])[0])
         episode.cost["world_model_s"] += time.perf_counter() - start
+        episode.cost["world_model_cpu_s"] += time.process_time() - cpu
 
     def _finish(self, episode: _Episode, success: bool) -> float:
         """Score the finished episode's result through the core; return the reward."""
         result = episode.result
         if episode.stream != "world_model":
             result.real_score = result.raw_score = float(success)
+        result.status = SUCCESS if success else FAILURE if episode.t >= self.config.max_steps else UNFINISHED
         self.core.fuse([ScoredGroup(result.task_id, episode.group_id, episode.stream, [result])])
         return float(result.score)
 
@@ -316,18 +324,12 @@ class LiberoLongEnv(gym.Env):
 
     @staticmethod
     def _info(e: _Episode) -> dict[str, Any]:
-        # The flat keys are the Gymnasium user's view of the episode's one ScoreResult, which
-        # travels whole, once the episode is scored, as ``result`` (what the trainer reads).
+        # The one info shape (wmrl_envs.info), the Gymnasium user's view of the episode's one
+        # ScoreResult, which travels whole, once the episode is scored, as ``result`` (what the
+        # trainer reads).
         r = e.result
-        return {
-            "task_id": r.task_id, "task_index": e.task, "init_state": e.init_state,
-            "group_id": e.group_id, "stream": r.stream, "step": e.t,
-            "score": r.score if e.done else None, "raw_score": r.raw_score, "real_score": r.real_score,
-            "wm_score_raw": r.wm_score_raw, "wm_score_calibrated": r.wm_score_calibrated,
-            "valid": r.valid, "error": r.error, "infra_failure": r.infra_failure,
-            "fusion_weight": r.fusion_weight, "cost": dict(r.cost) if e.done else None,
-            "result": r if e.done else None,
-        }
+        return {**env_info(r, e.group_id, scored=e.done), "task_index": e.task, "init_state": e.init_state,
+                "step": e.t, "result": r if e.done else None}
 
     def _close_sim(self) -> None:
         if self._sim is not None:
@@ -361,7 +363,8 @@ class _Episode:
         self.object_state: list[np.ndarray] = []
         self.actions: list[np.ndarray] = []
         # An executed episode is always a valid "submission": it succeeds or it does not.
-        cost = {"simulation_s": 0.0, "simulation_cpu_s": 0.0, "simulation_steps": 0, "world_model_s": 0.0}
+        cost = {"simulation_s": 0.0, "simulation_cpu_s": 0.0, "simulation_steps": 0, "world_model_s": 0.0,
+                "world_model_cpu_s": 0.0}
         self.result = ScoreResult(task_id=TASK_NAMES[task], stream=stream,
                                   valid=None if stream == "world_model" else True, cost=cost)
 

@@ -192,10 +192,10 @@ class RunExecutor(ABC):
         """Kill the agent's process tree on a wall-clock timeout, sparing what copies the
         submission out (the helper, or the warm run's supervisor)."""
 
-    def _prepare(self, run: RunDir, public_dir: Path) -> None:
+    def _prepare(self, run: RunDir, public_dir: Path) -> None:  # noqa: B027 (an optional hook)
         """Set up the host-side work dir before launch (default: nothing)."""
 
-    def _finish(self, run: RunDir) -> None:
+    def _finish(self, run: RunDir) -> None:  # noqa: B027 (an optional hook)
         """Remove what :meth:`_prepare` made outside the run folder (default: nothing)."""
 
     @property

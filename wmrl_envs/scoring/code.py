@@ -9,7 +9,7 @@ Given groups (task, scripts, group id) and their streams, it
   through the executor pool, and grades each submission against the private answers here,
   in the calling process (agent code never sees the answers).
 
-Before either, every script meets the static prover (:mod:`wmrl_envs.world_models.proofs`). A
+Before either, every script meets the static prover (:mod:`wmrl_envs.analysis.proofs`). A
 script proved to fail is neither predicted nor executed, on any stream: its outcome is exact,
 so its reward (0) and, on an anchor, its calibrator pair (the world model's proved 0, the real
 0) are what executing it gives. The proof's seconds are charged as world-model time. A
@@ -34,12 +34,12 @@ from typing import Any
 import numpy as np
 
 from wmrl_envs import outcome
+from wmrl_envs.analysis.code_features import solution_family
+from wmrl_envs.analysis.proofs import Prover
 from wmrl_envs.errors import InvalidSubmissionError
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring.results import ScoredGroup, ScoreResult, bounded, tail
-from wmrl_envs.tasks.spec import Task
-from wmrl_envs.world_models.code_features import solution_family
-from wmrl_envs.world_models.proofs import Prover
+from wmrl_envs.task_spec import Task
 
 log = logging.getLogger(__name__)
 _FENCE = re.compile(r"```(?:python|py|python3)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)

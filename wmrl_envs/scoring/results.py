@@ -68,10 +68,11 @@ class ScoreResult:
         stdout, stderr: Tails of the run's output.
         status: How the script ended, in the one vocabulary of :mod:`wmrl_envs.outcome` on every
             stream: executed, proved without running, or predicted by the world model
-            (``""`` until scored; ``infra_failure`` when nothing could be said).
+            (``""`` until scored; ``infra_failure`` when nothing could be said). A simulated
+            episode's is one of :data:`wmrl_envs.info.EPISODE_STATUSES`.
         exception: The short class of the exception the script raised (or is proved or
             predicted to raise); None otherwise.
-        proved: The outcome was proved without running (:mod:`wmrl_envs.world_models.proofs`):
+        proved: The outcome was proved without running (:mod:`wmrl_envs.analysis.proofs`):
             its reward and its calibrator pair equal what executing it gives.
         executed: The script ran in the sandbox.
         execution_status: The executor's own status of an executed run (``ok``, ``error``,

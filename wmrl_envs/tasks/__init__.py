@@ -17,9 +17,9 @@ same id; among several ``WMRL_TASKS_DIR`` entries the first one wins. A folder t
 or a built-in suite whose optional data package is missing, blocks only itself:
 :func:`scan_tasks` returns what loads and what did not, and why.
 
-Nothing heavy is imported here. A :class:`Task` is pure data: its leaderboards and rewards come
-from :mod:`wmrl_envs.grading`, and the suite generator is build-time code in
-:mod:`wmrl_envs.tasks.build`.
+Nothing heavy is imported here. A :class:`Task` is pure data (the task records,
+:mod:`wmrl_envs.task_spec`, re-exported here): its leaderboards and rewards come from
+:mod:`wmrl_envs.grading`, and the suite generator is build-time code in :mod:`wmrl_envs.tasks.build`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from wmrl_envs.errors import ConfigError, MissingExtraError, TaskNotFoundError, WMRLError
 from wmrl_envs.paths import user_tasks_dirs
-from wmrl_envs.tasks.spec import SPLITS, TASK_TYPES, Task, TaskSpec
+from wmrl_envs.task_spec import SPLITS, TASK_TYPES, Task, TaskSpec
 
 if TYPE_CHECKING:
     from wmrl_envs.tasks.loader import LoadFailure

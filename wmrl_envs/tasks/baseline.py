@@ -17,7 +17,7 @@ import pandas as pd
 from wmrl_envs.errors import TaskFormatError
 from wmrl_envs.grading import best_possible, get_metric, grade, relative_performance_gap
 from wmrl_envs.grading.grader import label_key
-from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.task_spec import TaskSpec
 
 #: What :func:`sample_submission` predicts, by prediction kind: the trivial baseline RPG measures against.
 BASELINE_NAMES = {"label": "majority class of train", "probability": "positive-class share of train",

@@ -12,8 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from wmrl_envs.paths import builtin_tasks_dir, leaderboards_dir
+from wmrl_envs.task_spec import Task
 from wmrl_envs.tasks.loader import load_task
-from wmrl_envs.tasks.spec import Task
 from wmrl_envs.tasks.suite_def import SUITE_MARKER, load_suite_def, read_marker
 
 

@@ -28,8 +28,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from wmrl_envs.task_spec import Task
 from wmrl_envs.tasks import LITE, SPLIT_CHOICES
-from wmrl_envs.tasks.spec import Task
 
 #: The keys of ``wmrl grade --json`` (null where one does not apply to the task). A value that
 #: is not a finite number (the metric overflowed) is null there too, and ``non_finite`` says

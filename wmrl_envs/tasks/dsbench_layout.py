@@ -47,6 +47,7 @@ import pandas as pd
 from wmrl_envs.errors import TaskFormatError, preview
 from wmrl_envs.grading import best_possible, get_metric, relative_performance_gap
 from wmrl_envs.grading.reward import baseline_source
+from wmrl_envs.task_spec import Task
 from wmrl_envs.tasks.baseline import rpg_references
 from wmrl_envs.tasks.layout import (
     OVERLAY_FILE,
@@ -58,7 +59,6 @@ from wmrl_envs.tasks.layout import (
     read_yaml,
     require_file,
 )
-from wmrl_envs.tasks.spec import Task
 
 ENV_ID = "wmrl/DSBench-v0"
 DATA_DIR, DESCRIPTION_DIR, ANSWERS_DIR = "data_resplit", "task", "answers"

@@ -1,7 +1,7 @@
 """The task-layout protocol and what every layout shares.
 
 A layout (:class:`TaskLayout`) recognises one kind of task folder and reads it into a
-:class:`~wmrl_envs.tasks.spec.Task`. :class:`ForeignLayout` holds the logic of layouts that carry
+:class:`~wmrl_envs.task_spec.Task`. :class:`ForeignLayout` holds the logic of layouts that carry
 no machine-readable spec (MLE-Dojo, MLE-bench, DSBench): columns are inferred from the sample
 submission and the rest comes from an overlay file, ``wmrl.yaml``. The layouts themselves and
 their ordered registry live in :mod:`wmrl_envs.tasks.loader`.
@@ -23,7 +23,7 @@ import yaml
 from wmrl_envs.errors import TaskFormatError, preview
 from wmrl_envs.grading import METRICS, Leaderboard, get_metric
 from wmrl_envs.grading.conventions import conventions
-from wmrl_envs.tasks.spec import TASK_TYPES, Task, TaskSpec
+from wmrl_envs.task_spec import TASK_TYPES, Task, TaskSpec
 
 T = TypeVar("T")
 
@@ -337,7 +337,7 @@ def data_statistics(public_dir: Path, id_column: str, answer_columns: tuple[str,
     """``n_train``, ``n_test``, ``n_features`` and ``n_numeric`` read from ``train.csv`` / ``test.csv``.
 
     Policies and world models condition on these (``agents.code.features``,
-    ``wmrl_envs.world_models.code_features``); a foreign task whose overlay gives no ``meta``
+    ``wmrl_envs.analysis.code_features``); a foreign task whose overlay gives no ``meta``
     gets them from its files instead of an unseen row count of 0. Files that are absent give
     no statistic. Results are cached by path, size and modification time, because task lookups
     rescan user folders.

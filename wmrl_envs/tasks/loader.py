@@ -1,4 +1,4 @@
-"""Read task folders of every supported layout into :class:`~wmrl_envs.tasks.spec.Task`.
+"""Read task folders of every supported layout into :class:`~wmrl_envs.task_spec.Task`.
 
 Layouts (see docs/architecture.md, "Task format"):
 
@@ -37,6 +37,7 @@ from typing import Any, ClassVar
 
 from wmrl_envs.errors import TaskFormatError, WMRLError, preview
 from wmrl_envs.paths import leaderboards_dir
+from wmrl_envs.task_spec import Task, TaskSpec
 from wmrl_envs.tasks.dsbench_layout import DSBenchLayout
 from wmrl_envs.tasks.layout import (
     FILE_KEYS,
@@ -54,7 +55,6 @@ from wmrl_envs.tasks.layout import (
     require_file,
     validate_spec,
 )
-from wmrl_envs.tasks.spec import Task, TaskSpec
 
 # --- native -------------------------------------------------------------------------------------
 

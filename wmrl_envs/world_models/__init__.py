@@ -1,10 +1,17 @@
-"""World models: predict a solution script's score without executing it.
+"""World models: predict how a solution script ends and what it scores, without executing it.
 
-* :class:`~wmrl_envs.world_models.llm.LLMWorldModel`: a prompted causal LM (``"llm"``).
+* :class:`~wmrl_envs.world_models.llm.LLMWorldModel`: a prompted causal LM (``"llm"``), and
+  :mod:`~wmrl_envs.world_models.llm_outcome`, the LM asked for the outcome (``"llm_outcome"``);
+  the chat backends they talk through are :mod:`wmrl_envs.llm`.
 * ``SurrogateWorldModel`` in :mod:`wmrl_envs.world_models.surrogate`: an embedding regressor
-  (``"surrogate"``).
+  (``"surrogate"``) with its status head (:mod:`~wmrl_envs.world_models.status_head`).
+* :mod:`~wmrl_envs.world_models.corrupted`: any world model made wrong on purpose (``"corrupted"``,
+  the stress grid).
 
-Build either with :func:`make_world_model`; implementations are imported only when chosen.
+Build any of them with :func:`make_world_model`; implementations are imported only when chosen.
+What they read of a script without running it (its features, the facts, the proofs of failure)
+is script analysis, :mod:`wmrl_envs.analysis`; the training corpus is build-time code,
+:mod:`wmrl_envs.world_models.build`.
 """
 
 from wmrl_envs.world_models.base import Prediction, WorldModel, make_world_model

@@ -16,7 +16,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.tasks.spec import Task
+from wmrl_envs.task_spec import Task
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Prediction:
         exception: The predicted exception's short class, for an error status.
         message: Feedback as the sandbox would print it: a proved failure's exact last line,
             or the predicted exception class.
-        proved: The outcome is proved (:mod:`wmrl_envs.world_models.proofs`), not estimated.
+        proved: The outcome is proved (:mod:`wmrl_envs.analysis.proofs`), not estimated.
         p_valid: Probability of a valid submission (1 for a model that predicts only a score).
     """
 

@@ -66,10 +66,10 @@ from dataclasses import dataclass, replace
 from statistics import NormalDist
 from typing import Any
 
+from wmrl_envs.analysis.code_features import solution_family
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.tasks.spec import Task
+from wmrl_envs.task_spec import Task
 from wmrl_envs.world_models.base import Prediction, WorldModel, make_world_model
-from wmrl_envs.world_models.code_features import solution_family
 
 #: The solution families of the grammar policy (``agents/code/grammar.py``, slot ``model``).
 FAMILIES = ("constant", "linear", "knn", "tree", "random_forest", "extra_trees", "hist_gb", "mlp")
@@ -84,7 +84,7 @@ _NORMAL = NormalDist()
 
 def script_family(script: str) -> str | None:
     """The grammar family (:data:`FAMILIES`) of the first estimator ``script`` constructs, or
-    None (:func:`~wmrl_envs.world_models.code_features.solution_family`, in the grammar's names:
+    None (:func:`~wmrl_envs.analysis.code_features.solution_family`, in the grammar's names:
     an SVM or naive Bayes is no grammar family)."""
     family = solution_family(script)
     family = _GRAMMAR_NAMES.get(family, family)

@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from wmrl_envs.errors import ConfigError, WMRLError
-from wmrl_envs.paths import assets_dir
-from wmrl_envs.tasks.spec import Task
-from wmrl_envs.world_models.base import Prediction
-from wmrl_envs.world_models.llm_backends import (
+from wmrl_envs.llm.backends import (
     ChatBackend,
     ChatOutcome,
     ContextLengthError,
     TokenLogprob,
     make_backend,
 )
+from wmrl_envs.paths import assets_dir
+from wmrl_envs.task_spec import Task
+from wmrl_envs.world_models.base import Prediction
 
 DEFAULT_TEMPLATE = "world_model_score.md"
 
@@ -288,7 +288,7 @@ class LLMWorldModel:
     """Predicts a script's score by asking a chat LM (see the module docstring).
 
     Args:
-        backend: The chat model (:mod:`wmrl_envs.world_models.llm_backends`).
+        backend: The chat model (:mod:`wmrl_envs.llm.backends`).
         template: Prompt template; default ``assets/prompts/world_model_score.md``.
         context_tokens: Context window the prompt must fit, with room for the answer; default
             the backend's, else 4096.

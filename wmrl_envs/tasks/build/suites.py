@@ -35,10 +35,10 @@ from wmrl_envs.errors import ConfigError, TaskFormatError, preview
 from wmrl_envs.grading import get_metric, grade_file, submission_cap
 from wmrl_envs.grading.grader import label_key
 from wmrl_envs.paths import builtin_tasks_dir
+from wmrl_envs.task_spec import TaskSpec
 from wmrl_envs.tasks.baseline import rpg_references, sample_submission
 from wmrl_envs.tasks.build.description import LEADERBOARD_SCORING, RPG_SCORING, clean_rd_doc, render_description
 from wmrl_envs.tasks.layout import validate_spec
-from wmrl_envs.tasks.spec import TaskSpec
 from wmrl_envs.tasks.suite_def import (
     GENERATOR_VERSION,
     SUITE_MARKER,

@@ -1,8 +1,9 @@
 """Exact static proofs that a solution script fails, found before any world model or execution.
 
-A :class:`Prover` reads a script with the exact facts of :mod:`wmrl_envs.world_models.facts`
-(the runtime's modules and signatures, the task's public files and headers) and returns a
-:class:`Proof` when a statement that certainly runs certainly raises:
+A :class:`Prover` reads a script, as :func:`~wmrl_envs.analysis.script.parse_script` parses it,
+with the exact facts of :mod:`wmrl_envs.analysis.facts` (the runtime's modules and signatures,
+the task's public files and headers) and returns a :class:`Proof` when a statement that
+certainly runs certainly raises:
 
 ==========================  ===============================================  ====================
 check                       what is proved                                   status (exception)
@@ -61,7 +62,6 @@ import posixpath
 import re
 import sys
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -69,8 +69,9 @@ from pathlib import Path
 from typing import Any
 
 from wmrl_envs import outcome
+from wmrl_envs.analysis.facts import RuntimeFacts, TaskFacts, runtime_facts, task_facts
+from wmrl_envs.analysis.script import SANDBOX_PATH, call_name, parse_script
 from wmrl_envs.errors import SandboxUnavailableError
-from wmrl_envs.world_models.facts import RuntimeFacts, TaskFacts, runtime_facts, task_facts
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +136,7 @@ _OPAQUE_HINT = re.compile(r"\b(?:%s|os|sys|from\s+\.|import\s+\*|async|await|yie
     sorted(OPAQUE_NAMES | OPAQUE_MODULES)))
 MAX_UNROLL = 64
 MAX_CALL_DEPTH = 4
-_WORKSPACE = "/workspace"
-_SANDBOX_PATH = f"{_WORKSPACE}/solution.py"
+_WORKSPACE = posixpath.dirname(SANDBOX_PATH)  # the run's working directory
 
 
 @dataclass(frozen=True)
@@ -279,9 +279,13 @@ class Prover:
         return proof
 
     def _prove(self, task: Any, script: str) -> Proof | None:
-        tree = _parse(script)
-        if not isinstance(tree, ast.Module):
-            return tree  # a syntax error, or None when the compiler's verdict is unsure
+        parsed = parse_script(script)
+        if parsed.syntax_error is not None:
+            error = parsed.syntax_error
+            return Proof(outcome.SYNTAX_ERROR, type(error).__name__, _exception_line(error), error.lineno, "syntax")
+        if not parsed.compiles:
+            return None  # the compiler failed in a way the sandbox might not
+        tree = parsed.tree
         if _opaque(tree, script) or self.facts is None:
             return None
         try:
@@ -296,23 +300,6 @@ class Prover:
         except (_Opaque, RecursionError):
             return None
         return None
-
-
-def _parse(script: str) -> ast.Module | Proof | None:
-    """The script's tree; or its SyntaxError as ``python solution.py`` reports it; or None when
-    the compiler fails in a way the sandbox might not (null bytes, nesting too deep)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            # Bytes, as the sandbox reads the file: a coding cookie is honoured the same way.
-            tree = ast.parse(script.encode("utf-8", "surrogatepass"), _SANDBOX_PATH)
-            # Some errors only the code generator raises ('return' outside a function, ...).
-            compile(tree, _SANDBOX_PATH, "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        return Proof(outcome.SYNTAX_ERROR, type(exc).__name__, _exception_line(exc), exc.lineno, "syntax")
-    except (ValueError, MemoryError, RecursionError, UnicodeError):
-        return None
-    return tree
 
 
 def _exception_line(exc: BaseException, tb: Any = None) -> str:
@@ -384,7 +371,7 @@ def _undefined_names(tree: ast.Module) -> set[tuple[int, int, str]]:
     """(line, column, name) of every name pyflakes reports as never bound."""
     from pyflakes import checker, messages
 
-    report = checker.Checker(tree, filename=_SANDBOX_PATH)
+    report = checker.Checker(tree, filename=SANDBOX_PATH)
     return {(m.lineno, m.col, m.message_args[0]) for m in report.messages if isinstance(m, messages.UndefinedName)}
 
 
@@ -444,7 +431,7 @@ class _Walker:
     calls: list[str] = field(default_factory=list)  # user functions being walked
 
     def run(self) -> None:
-        scope = _Scope({"__name__": _Const("__main__"), "__file__": _Const(_SANDBOX_PATH)})
+        scope = _Scope({"__name__": _Const("__main__"), "__file__": _Const(SANDBOX_PATH)})
         self._block(self.tree.body, scope)
 
     # ------------------------------------------------------------------ statements
@@ -831,7 +818,7 @@ class _Walker:
             func = self._eval(node.func, scope)
         args = [self._eval(a, scope) for a in node.args]
         keywords = {k.arg: self._eval(k.value, scope) for k in node.keywords}
-        name = _call_name(node)
+        name = call_name(node)
         pure = isinstance(node.func, ast.Name) and not scope.is_bound(node.func.id) and node.func.id in PURE_BUILTINS
         if self.escaped and not pure and not isinstance(func, _UserFunction):
             self.wrote = True
@@ -1072,14 +1059,6 @@ def _builtin_result(name: str, args: list[Any]) -> Any:
     if name == "enumerate":
         return _Const([(i, v) for i, v in enumerate(sequence)])
     return UNKNOWN
-
-
-def _call_name(node: ast.Call) -> str | None:
-    if isinstance(node.func, ast.Name):
-        return node.func.id
-    if isinstance(node.func, ast.Attribute):
-        return node.func.attr
-    return None
 
 
 def _canonical(path: str) -> str:

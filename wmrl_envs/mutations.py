@@ -52,6 +52,10 @@ extra_columns               test features merged into the submission   invalid_s
 
 The first six (:data:`LEGACY_MUTATIONS`) are the corpus's original mutations; their output is
 byte-identical to what the shipped corpus CSVs were built from.
+
+Two rooms use the operators, which is why they live in neither: the corpus builder
+(:mod:`wmrl_envs.world_models.build.corpus`, build time) plans broken rows with them, and the
+``grammar-buggy`` policy (``agents/code/policy.py``, at run time) breaks its own scripts with them.
 """
 
 from __future__ import annotations
@@ -64,9 +68,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.outcome import (IMPORT_ERROR, INVALID_SUBMISSION, NO_SUBMISSION, RUNTIME_ERROR, SYNTAX_ERROR,
-                               TIMEOUT)
-from wmrl_envs.tasks.spec import TaskSpec
+from wmrl_envs.outcome import IMPORT_ERROR, INVALID_SUBMISSION, NO_SUBMISSION, RUNTIME_ERROR, SYNTAX_ERROR, TIMEOUT
+from wmrl_envs.task_spec import TaskSpec
 
 
 class MutationNotApplicable(ConfigError):

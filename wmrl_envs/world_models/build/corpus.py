@@ -5,9 +5,9 @@ and mutation) and what the sandbox and grader made of it. Scripts are not stored
 re-rendered deterministically from ``(choices, seed, mutation)``, which keeps the CSV small.
 
 About 15% of the planned solutions are *broken* on purpose by a deterministic mutation of the
-rendered script (:data:`BROKEN_MUTATIONS`; the operators live in
-:mod:`wmrl_envs.world_models.mutations`). Failing scripts must be in the corpus, or the world
-model never learns that a script that crashes, writes nothing or writes the wrong columns scores 0.
+rendered script (:data:`BROKEN_MUTATIONS`; the operators live in :mod:`wmrl_envs.mutations`).
+Failing scripts must be in the corpus, or the world model never learns that a script that
+crashes, writes nothing or writes the wrong columns scores 0.
 
 ``wmrl_envs`` never imports ``agents`` (docs/architecture.md §1), so the renderer of the grammar is passed
 in by the caller (``scripts/build_world_model.py``) as a :data:`Renderer`. The executor is passed in
@@ -34,8 +34,8 @@ import pandas as pd
 
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.tasks.spec import Task, TaskSpec
-from wmrl_envs.world_models.mutations import LEGACY_MUTATIONS, OPERATORS, MutationNotApplicable, mutate
+from wmrl_envs.mutations import LEGACY_MUTATIONS, OPERATORS, MutationNotApplicable, mutate
+from wmrl_envs.task_spec import Task, TaskSpec
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,11 @@
   ``WMRL_HOME/facts/`` per runtime digest (the requirements' sha256 and the Python version):
   a changed runtime is introspected again, never guessed.
 * :class:`TaskFacts`: a task's public files, every CSV header (read by the same pandas the
-  runtime has) and the sample submission's columns and row count.
+  runtime has) and the sample submission's columns and row count. :func:`task_facts` is the one
+  reader of a task's public headers: the code features
+  (:mod:`~wmrl_envs.analysis.code_features`) take their columns and file names from it too.
 
-A fact is either known or absent. The prover (:mod:`wmrl_envs.world_models.proofs`) only proves
+A fact is either known or absent. The prover (:mod:`wmrl_envs.analysis.proofs`) only proves
 what known facts settle; an absent fact makes it say nothing.
 """
 

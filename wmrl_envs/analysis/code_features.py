@@ -9,14 +9,17 @@ Scripts often select code paths with module-level constants (``VALIDATION = "hol
 :func:`analyse_script` therefore folds such constants first: branches whose test is decided by
 literals and single-assignment module constants are replaced by the branch taken, and
 docstrings are dropped. Features and the text handed to the embedding are read from that
-folded program. A script that does not parse keeps only text-level features.
+folded program, whose tree comes from :func:`~wmrl_envs.analysis.script.parse_script` (the
+prover's parser too). A script that does not parse keeps only text-level features.
+
+A task's columns and public files come from its facts (:func:`~wmrl_envs.analysis.facts.task_facts`,
+the one reader of a task's public CSV headers, which the prover reads as well).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
-import csv
 import io
 import math
 import operator
@@ -26,8 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wmrl_envs.analysis.facts import TaskFacts, task_facts
+from wmrl_envs.analysis.script import call_name, parse_script
 from wmrl_envs.grading.metrics import METRICS, PREDICTION_KINDS, get_metric
-from wmrl_envs.tasks.spec import TASK_TYPES, Task, TaskSpec
+from wmrl_envs.task_spec import TASK_TYPES, Task, TaskSpec
 
 # Estimator families, matched on the called name (``RandomForestClassifier(...)``), never on
 # imports: a script may import far more than it uses.
@@ -147,9 +152,8 @@ def solution_family(script: str) -> str | None:
 
 def analyse_script(script: str) -> ScriptAnalysis:
     """Parse, fold and measure a script (see the module docstring)."""
-    try:
-        tree = ast.parse(script)
-    except (SyntaxError, ValueError):  # ValueError: null bytes in the source
+    tree = parse_script(script).tree
+    if tree is None:
         return _analyse_unparsable(script)
     n_imports = sum(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(tree))
     constants = _module_constants(tree)
@@ -165,7 +169,7 @@ def script_features(script: str) -> dict[str, float]:
 
 def task_features(task: Task) -> dict[str, float]:
     """Meta-features of a task (:data:`TASK_FEATURES`), from its spec and public files."""
-    return dict(_task_facts(task).features)
+    return dict(_task_summary(task).features)
 
 
 def interaction_features(task: Task, analysis: ScriptAnalysis) -> dict[str, float]:
@@ -177,11 +181,11 @@ def interaction_features(task: Task, analysis: ScriptAnalysis) -> dict[str, floa
       string literals (a script that never names them rarely writes them).
     * ``reads_missing_file``: ``read_csv`` of a literal path that is not among the public files.
     """
-    facts = _task_facts(task)
-    unknown = {c for c in analysis.column_refs if c not in facts.columns}
+    summary = _task_summary(task)
+    unknown = {c for c in analysis.column_refs if c not in summary.columns}
     targets = task.spec.target_columns
     mentioned = sum(t in analysis.string_constants for t in targets) / len(targets)
-    missing = {p for p in analysis.read_paths if Path(p).name not in facts.public_files}
+    missing = {p for p in analysis.read_paths if Path(p).name not in summary.public_files}
     return {
         "unknown_columns": float(len(unknown)),
         "target_columns_mentioned": mentioned,
@@ -203,36 +207,44 @@ def outcome_features(task: Task, analysis: ScriptAnalysis) -> list[float]:
     file has reads as a likely KeyError whatever the idiom: ``string_keys`` is how many distinct
     keys the script reads, ``unknown_string_keys`` how many of them no task file has as a column.
     """
-    columns = _task_facts(task).columns
+    columns = _task_summary(task).columns
     return [float(len(analysis.string_keys)), float(len(analysis.string_keys - columns))]
 
 
-# ----------------------------------------------------------------------------- task facts
+# ----------------------------------------------------------------------------- task summary
 
 
 @dataclass(frozen=True)
-class _TaskFacts:
+class _TaskSummary:
+    """What the features read of a task: its :data:`TASK_FEATURES`, the columns of train.csv,
+    test.csv and the spec, and the names at the top of its public folder."""
+
     features: dict[str, float]
     columns: frozenset[str]
     public_files: frozenset[str]
 
 
-_TASK_FACTS: dict[str, _TaskFacts] = {}
+_TASK_SUMMARIES: dict[str, _TaskSummary] = {}
 
 
-def _task_facts(task: Task) -> _TaskFacts:
-    # Keyed on the whole spec and folder, so a task rebuilt with another spec never reuses
-    # stale facts; computing them reads two CSV headers, so they are worth keeping.
+def _task_summary(task: Task) -> _TaskSummary:
+    # Keyed on the whole spec and folder, so a task rebuilt with another spec never reuses a
+    # stale summary; computing one reads the public folder and a sample of train.csv.
     key = f"{task.public_dir}|{task.spec!r}"
-    if key not in _TASK_FACTS:
-        _TASK_FACTS[key] = _compute_task_facts(task.spec, task.public_dir)
-    return _TASK_FACTS[key]
+    if key not in _TASK_SUMMARIES:
+        _TASK_SUMMARIES[key] = _summarise_task(task.spec, task.public_dir)
+    return _TASK_SUMMARIES[key]
 
 
-def _compute_task_facts(spec: TaskSpec, public_dir: Path) -> _TaskFacts:
+def _summarise_task(spec: TaskSpec, public_dir: Path) -> _TaskSummary:
     metric = get_metric(spec.metric)
     meta = spec.meta
-    columns = set(_csv_header(public_dir / "train.csv")) | set(_csv_header(public_dir / "test.csv"))
+    try:
+        public = task_facts(public_dir)
+    except OSError:  # no public folder: no column or file is known
+        public = TaskFacts(files=frozenset(), dirs=frozenset(), headers={}, sample_columns=None, sample_rows=None)
+    train_header = public.headers.get("train.csv", ())
+    columns = set(train_header) | set(public.headers.get("test.csv", ()))
     columns |= {spec.id_column, *spec.target_columns, *spec.answer_columns}
     n_classes = len(spec.classes) if spec.classes else 0
     n_features = meta.get("n_features", max(len(columns) - 1 - len(spec.answer_columns), 0))
@@ -249,10 +261,10 @@ def _compute_task_facts(spec: TaskSpec, public_dir: Path) -> _TaskFacts:
         "log_n_classes": math.log1p(n_classes),
         "n_text_columns": float(len(meta.get("text_columns", ()) or ())),
         "n_target_columns": float(len(spec.target_columns)),
-        **_target_stats(public_dir / "train.csv", spec.answer_columns[0], metric.is_classification),
+        **_target_stats(public_dir / "train.csv", train_header, spec.answer_columns[0], metric.is_classification),
     }
-    files = frozenset(p.name for p in public_dir.iterdir()) if public_dir.is_dir() else frozenset()
-    return _TaskFacts(features, frozenset(columns), files)
+    top_level = frozenset(path for path in public.files | public.dirs if path and "/" not in path)
+    return _TaskSummary(features, frozenset(columns), top_level)
 
 
 #: Most bytes of train.csv the target statistics read: its first records up to this size. Every
@@ -261,13 +273,14 @@ def _compute_task_facts(spec: TaskSpec, public_dir: Path) -> _TaskFacts:
 TARGET_SAMPLE_BYTES = 8 << 20
 
 
-def _target_stats(train_csv: Path, label: str, classification: bool) -> dict[str, float]:
-    """Shape of the public training target: skew and sign of a value, imbalance of a label,
-    from at most :data:`TARGET_SAMPLE_BYTES` of the file (a 2 GB train.csv costs no more)."""
+def _target_stats(train_csv: Path, header: tuple[str, ...], label: str, classification: bool) -> dict[str, float]:
+    """Shape of the public training target (``header`` is the file's): skew and sign of a value,
+    imbalance of a label, from at most :data:`TARGET_SAMPLE_BYTES` of the file (a 2 GB train.csv
+    costs no more)."""
     import pandas as pd
 
     stats = {"target_skew": 0.0, "target_negative_share": 0.0, "majority_share": 0.0}
-    if label not in _csv_header(train_csv):
+    if label not in header:
         return stats
     sample = _leading_records(train_csv, TARGET_SAMPLE_BYTES)
     if not sample:  # a header longer than the sample: no record to measure
@@ -298,13 +311,6 @@ def _leading_records(path: Path, limit: int) -> bytes:
         quotes -= head.count(b'"', previous + 1, end)
         end = previous
     return head[: end + 1]
-
-
-def _csv_header(path: Path) -> list[str]:
-    if not path.is_file():
-        return []
-    with path.open(newline="", encoding="utf-8", errors="replace") as fh:
-        return [c.strip() for c in next(csv.reader(fh), [])]
 
 
 # ----------------------------------------------------------------------------- folding
@@ -417,13 +423,6 @@ def _fill_empty_bodies(tree: ast.AST) -> None:
 # ----------------------------------------------------------------------------- measuring
 
 
-def _callee(node: ast.Call) -> str:
-    func = node.func
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else ""
-
-
 def _dotted(node: ast.expr) -> str:
     if isinstance(node, ast.Attribute):
         return f"{_dotted(node.value)}.{node.attr}"
@@ -479,7 +478,7 @@ class _Measurer:
         families = {f: uses(p) for f, p in MODEL_FAMILIES.items()}
         strings = {n.value for n in self.nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)}
         frames, read_paths = self._frames_read(calls)
-        to_csv = [c for c in calls if _callee(c) == "to_csv"]
+        to_csv = [c for c in calls if call_name(c) == "to_csv"]
         writes = [c for c in to_csv if self._writes_submission(c)]
         whiles = [n for n in self.nodes if isinstance(n, ast.While)]
         imported = {alias.name.split(".")[0] for n in self.nodes if isinstance(n, (ast.Import, ast.ImportFrom))
@@ -545,10 +544,10 @@ class _Measurer:
 
     def _frames_read(self, calls: list[ast.Call]) -> tuple[set[str], set[str]]:
         """Names bound to ``read_csv(...)`` results, and the literal paths read."""
-        paths = {v for c in calls if _callee(c) == "read_csv" and c.args
+        paths = {v for c in calls if call_name(c) == "read_csv" and c.args
                  and isinstance(v := _static_value(c.args[0], self.constants), str)}
         frames = {t.id for n in self.nodes if isinstance(n, ast.Assign)
-                  and isinstance(n.value, ast.Call) and _callee(n.value) == "read_csv"
+                  and isinstance(n.value, ast.Call) and call_name(n.value) == "read_csv"
                   for t in n.targets if isinstance(t, ast.Name)}
         return frames, paths
 
@@ -559,7 +558,7 @@ class _Measurer:
             if (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
                     and isinstance(node.value, ast.Name) and node.value.id in frames):
                 refs |= _strings(_static_value(node.slice, self.constants))
-            elif (isinstance(node, ast.Call) and _callee(node) == "drop" and isinstance(node.func, ast.Attribute)
+            elif (isinstance(node, ast.Call) and call_name(node) == "drop" and isinstance(node.func, ast.Attribute)
                   and isinstance(node.func.value, ast.Name) and node.func.value.id in frames):
                 for kw in node.keywords:
                     if kw.arg == "columns":

