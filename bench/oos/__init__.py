@@ -1,0 +1,189 @@
+"""The frozen out-of-sample benchmark of issue 44: held-out tasks and hand-written scripts.
+
+Nothing here may be used to fit, tune or select anything; it exists to measure a world model on
+data and code no fit has seen (``bench/oos/README.md``). What is frozen, and checked by
+``tests/unit/test_oos_frozen.py`` against ``manifest.json``:
+
+* ``tasks.yaml``: the task definitions; ``build_tasks.py`` regenerates the task folders from the
+  data inside PyPI wheels and checks every generated file against its sha256 in the manifest;
+* ``leaderboards.csv``: every reference solution's test score, one row per task and solution;
+* ``scripts/<task_id>/<name>.py``: scripts written by hand in the idioms of LLM agents;
+* ``outcomes.csv``: what executing each script in the sandbox gave (``execute_scripts.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+# Set before numpy loads (``python -m bench.oos.<command>`` imports this package first): one
+# thread per process, since on 2 shared cores more threads only contend.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pandas as pd
+import yaml
+
+from wmrl_envs.errors import ConfigError
+from wmrl_envs.grading import Leaderboard, get_metric
+from wmrl_envs.paths import wmrl_home
+from wmrl_envs.tasks import Task, load_task
+from wmrl_envs.tasks.build.suites import file_hashes, write_task
+from wmrl_envs.tasks.suite_def import SuiteDef, TaskDef
+
+OOS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = OOS_DIR.parent.parent
+TASKS_FILE = OOS_DIR / "tasks.yaml"
+LEADERBOARDS_FILE = OOS_DIR / "leaderboards.csv"
+OUTCOMES_FILE = OOS_DIR / "outcomes.csv"
+MANIFEST_FILE = OOS_DIR / "manifest.json"
+SCRIPTS_DIR = OOS_DIR / "scripts"
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def script_paths() -> list[Path]:
+    """Every hand-written script, ``scripts/<task_id>/<name>.py``, in a fixed order."""
+    return sorted(SCRIPTS_DIR.glob("*/*.py"))
+
+
+def frozen_paths() -> list[Path]:
+    """The committed files whose bytes are frozen: definitions, leaderboards, scripts, outcomes."""
+    return [p for p in (TASKS_FILE, LEADERBOARDS_FILE, OUTCOMES_FILE) if p.is_file()] + script_paths()
+
+
+def frozen_digests() -> dict[str, str]:
+    """sha256 of every frozen file, by its path relative to the repository root."""
+    return {p.relative_to(REPO_ROOT).as_posix(): sha256_file(p) for p in frozen_paths()}
+
+
+def read_manifest() -> dict[str, Any]:
+    return json.loads(MANIFEST_FILE.read_text()) if MANIFEST_FILE.is_file() else {}
+
+
+def write_manifest(manifest: dict[str, Any]) -> None:
+    """Write the manifest with the digests of the frozen files as they are now."""
+    manifest["frozen_files"] = frozen_digests()
+    MANIFEST_FILE.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+# --- the tasks ----------------------------------------------------------------------------------
+
+SUITE = "oos"
+OVERLAY = "wmrl.yaml"
+BOARD = "leaderboard.csv"
+# What the layout must read back exactly as the generator wrote it.
+_SPEC_FIELDS = ("id", "metric", "task_type", "split", "id_column", "target_columns", "answer_columns", "classes")
+
+
+def default_out() -> Path:
+    """Where the tasks are materialised by default: in WMRL's cache, beside (not in) the built-in suites."""
+    return wmrl_home() / SUITE
+
+
+def load_definition(path: Path = TASKS_FILE) -> SuiteDef:
+    """``tasks.yaml`` as a :class:`SuiteDef` (the keys of a built-in suite entry, defaults merged)."""
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    defaults = data.get("defaults") or {}
+    tasks = []
+    for entry in data["tasks"]:
+        merged = {**defaults, **entry, "limits": {**defaults.get("limits", {}), **entry.get("limits", {})}}
+        for key in ("drop", "classes", "keep_classes", "text_columns"):
+            if merged.get(key) is not None:
+                merged[key] = tuple(merged[key])
+        tasks.append(TaskDef(**merged))
+    ids = [t.id for t in tasks]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{path}: repeated task ids")
+    return SuiteDef(suite=data["suite"], env_id=data["env_id"], version=int(data["version"]), tasks=tuple(tasks),
+                    path=path)
+
+
+def overlay_fields(native: Task) -> dict[str, Any]:
+    """What a user writes in ``wmrl.yaml`` for this task: the layout infers the columns from the files."""
+    spec = native.spec
+    meta = {k: spec.meta[k] for k in ("source", "seed", "text_columns", "generator")}
+    return {"id": spec.id, "name": spec.name, "suite": SUITE, "split": spec.split, "metric": spec.metric,
+            "task_type": spec.task_type, "classes": list(spec.classes) if spec.classes is not None else None,
+            "limits": spec.limits.to_dict(), "meta": meta}
+
+
+def write_folder(suite: SuiteDef, task: TaskDef, out: Path, scores: list[float] | None) -> Task:
+    """Generate one task at ``out`` (which must not exist) in MLE-bench's layout; with ``scores``, its board."""
+    native_dir = out.with_name(f".native-{out.name}")
+    if native_dir.exists():
+        shutil.rmtree(native_dir)
+    write_task(suite, task, native_dir)
+    native = load_task(native_dir, require_leaderboard=False)
+    prepared = out / "prepared"
+    prepared.mkdir(parents=True)
+    (native_dir / "public").rename(prepared / "public")
+    (native_dir / "description.md").rename(prepared / "public" / "description.md")
+    (native_dir / "private").rename(prepared / "private")
+    (out / OVERLAY).write_text(yaml.safe_dump(overlay_fields(native), sort_keys=False, allow_unicode=True),
+                               encoding="utf-8")
+    if scores is not None:
+        write_board(out, task, scores)
+    shutil.rmtree(native_dir)
+    loaded = load_task(out, require_leaderboard=scores is not None)
+    differ = [f for f in _SPEC_FIELDS if getattr(loaded.spec, f) != getattr(native.spec, f)]
+    if loaded.layout != "mlebench" or differ:
+        raise ConfigError(f"task {task.id}: the {loaded.layout} layout reads back different {differ}")
+    return loaded
+
+
+def write_board(folder: Path, task: TaskDef, scores: list[float]) -> Leaderboard:
+    """The task's ``leaderboard.csv`` (``rank,score``, best first, as the built-in boards)."""
+    board = Leaderboard(scores, get_metric(task.metric).higher_is_better)
+    board.to_csv(folder / BOARD)
+    return board
+
+
+def board_scores(path: Path = LEADERBOARDS_FILE) -> dict[str, list[float]]:
+    """Each task's reference scores, from the committed ``leaderboards.csv`` (pandas 3 parses floats exactly)."""
+    frame = pd.read_csv(path)
+    return {tid: group["score"].tolist() for tid, group in frame.groupby("task_id", sort=True)}
+
+
+def materialise(out: Path | None = None, only: Sequence[str] | None = None) -> dict[str, Task]:
+    """The out-of-sample tasks (``only`` these ids), built where missing or stale, each file checked
+    against the manifest.
+
+    A folder whose files all match the manifest is reused as it is. Raises :class:`ConfigError`
+    naming every file that differs (the data packages changed, or the generator did).
+    """
+    out = out or default_out()
+    out.mkdir(parents=True, exist_ok=True)
+    suite, recorded, scores = load_definition(), read_manifest().get("tasks", {}), board_scores()
+    unknown = sorted(set(only or ()) - {t.id for t in suite.tasks})
+    if unknown:
+        raise ConfigError(f"not out-of-sample tasks: {unknown}")
+    tasks, problems = {}, []
+    for task in suite.tasks:
+        if only is not None and task.id not in only:
+            continue
+        folder = out / task.id
+        want = recorded.get(task.id, {}).get("files")
+        if not (folder.is_dir() and file_hashes(folder) == want):
+            tmp = out / f".tmp-{task.id}-{os.getpid()}"
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            write_folder(suite, task, tmp, scores.get(task.id))
+            if folder.exists():
+                shutil.rmtree(folder)
+            tmp.rename(folder)
+        got = file_hashes(folder)
+        if got != want:
+            names = sorted(n for n in set(got) | set(want or {}) if got.get(n) != (want or {}).get(n))
+            problems.append(f"{task.id}: {', '.join(names)}")
+        tasks[task.id] = load_task(folder)
+    if problems:
+        raise ConfigError("regenerated out-of-sample task files differ from bench/oos/manifest.json "
+                          "(the frozen data must not change):\n" + "\n".join(problems))
+    return tasks

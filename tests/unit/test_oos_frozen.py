@@ -1,0 +1,88 @@
+"""The frozen out-of-sample benchmark of issue 44 (``bench/oos``): its files are as frozen, its tasks
+regenerate byte for byte, and it shares no task or dataset with the built-in suites or the corpora."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from bench.oos import (
+    LEADERBOARDS_FILE,
+    OUTCOMES_FILE,
+    SCRIPTS_DIR,
+    frozen_digests,
+    load_definition,
+    materialise,
+    read_manifest,
+    script_paths,
+)
+from bench.oos.execute_scripts import read_header
+from wmrl_envs.grading import grade_file, submission_cap, task_leaderboards, task_reward
+from wmrl_envs.paths import assets_dir
+from wmrl_envs.tasks import list_tasks
+from wmrl_envs.tasks.suite_def import builtin_suites, load_suite_def
+
+# The smallest task (900 rows): regenerating it checks the generator and the data packages.
+SMALL_TASK = "home-heating-system"
+
+
+def test_every_frozen_file_matches_its_manifest_digest():
+    recorded = read_manifest()["frozen_files"]
+    current = frozen_digests()
+    changed = sorted(path for path in set(recorded) | set(current) if recorded.get(path) != current.get(path))
+    assert not changed, (f"frozen out-of-sample files were changed, added or removed: {changed}. They must not "
+                         "change after the freeze (bench/oos/README.md).")
+
+
+def test_counts_and_every_script_has_its_outcome():
+    tasks = load_definition().tasks
+    assert len(tasks) >= 8
+    assert {t.task_type for t in tasks} >= {"binary", "multiclass", "regression"}
+    boards = pd.read_csv(LEADERBOARDS_FILE).groupby("task_id").size()
+    assert set(boards.index) == {t.id for t in tasks}
+    assert boards.min() >= 50, boards.to_dict()
+
+    scripts = script_paths()
+    new_ids = {t.id for t in tasks}
+    assert len(scripts) >= 40
+    assert 2 * sum(p.parent.name in new_ids for p in scripts) >= len(scripts)
+    intended = [read_header(p)[1] for p in scripts]
+    failing_or_wrong = sum(i != "valid" for i in intended) / len(intended)
+    assert 0.3 <= failing_or_wrong <= 0.5
+
+    outcomes = pd.read_csv(OUTCOMES_FILE)
+    ran = set(zip(outcomes.task_id, outcomes.script))
+    assert ran == {(p.parent.name, p.stem) for p in scripts}
+    assert not outcomes["infra_failure"].any()
+    assert set(outcomes.loc[outcomes.valid, "status"]) == {"valid"}
+
+
+def test_nothing_is_shared_with_the_suites_or_the_world_model_corpora(monkeypatch):
+    definition = load_definition()
+    assert definition.suite not in builtin_suites()
+    suites = [load_suite_def(name) for name in builtin_suites()]
+    suite_tasks = [t for s in suites for t in s.tasks]
+    used_sources = {ref for t in suite_tasks for ref in (t.source, t.test_source) if ref}
+    oos_ids = {t.id for t in definition.tasks}
+    assert not {t.source for t in definition.tasks} & used_sources
+    assert not oos_ids & {t.id for t in suite_tasks}
+    monkeypatch.delenv("WMRL_TASKS_DIR", raising=False)  # a user's own folders may hold anything
+    assert not oos_ids & {t.id for t in list_tasks()}
+    corpus_ids = set()
+    for corpus in sorted((assets_dir() / "world_models").glob("*.csv")):
+        corpus_ids |= set(pd.read_csv(corpus, usecols=["task_id"])["task_id"])
+    assert corpus_ids and not oos_ids & corpus_ids
+    # Scripts on built-in tasks go on held-out tasks only.
+    heldout = {t.id for t in suite_tasks if t.split == "heldout"}
+    folders = {p.name for p in SCRIPTS_DIR.iterdir() if p.is_dir() and not p.name.startswith(".")}
+    assert folders <= oos_ids | heldout, sorted(folders - oos_ids - heldout)
+
+
+def test_a_task_regenerates_byte_for_byte_and_loads_in_the_mlebench_layout(tmp_path):
+    # materialise() raises when a generated file's sha256 differs from the manifest.
+    task = materialise(tmp_path, only=[SMALL_TASK])[SMALL_TASK]
+    assert (task.layout, task.spec.suite, task.spec.split) == ("mlebench", "oos", "heldout")
+    assert task_leaderboards(task)[0].n >= 50
+    raw = grade_file(task.sample_submission_path, task.answers(), task.spec,
+                     max_bytes=submission_cap(task.sample_submission_path))
+    reward, details = task_reward(task, raw)
+    assert 0.0 <= reward <= 1.0 and details["n"] >= 50
