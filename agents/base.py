@@ -10,8 +10,9 @@ several action tokens each. Both are just a row of log-probs to the trainer.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 import torch
 

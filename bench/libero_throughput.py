@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from bench.common import setup_threads, write_result
 
 #: The paper-scale protocol projected by default: 128 episodes an update (16 groups of 8), 2000 updates.

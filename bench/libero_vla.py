@@ -52,8 +52,9 @@ import argparse
 import json
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -673,8 +674,8 @@ def _keep_seeds(by_policy: dict[str, dict[int, Any]], seeds: Sequence[int] | Non
 
 def stage_report(args: argparse.Namespace) -> None:
     """Write the results files from every run; with ``--seeds``, only print the view of those seeds."""
-    from wmrl_envs.provenance import provenance
     from wmrl_envs.libero.tasks import sampled_init_states
+    from wmrl_envs.provenance import provenance
 
     rows, curves = _of_seeds(*collect_rows(args.runs), args.seeds)
     if not rows:

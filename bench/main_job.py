@@ -37,8 +37,8 @@ from pathlib import Path
 from bench.archive import add_run, read_runs
 from bench.common import RESULTS, mean_se, rerun_command
 from wmrl_envs.calibration import CalibratorConfig
-from wmrl_envs.scoring.fusion import FusionConfig
 from wmrl_envs.provenance import provenance
+from wmrl_envs.scoring.fusion import FusionConfig
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = RESULTS / "main_job"

@@ -175,7 +175,7 @@ class TreeCpu:
         self.parent = runs.parent if runs is not None else None
         self.group = self.parent / f"wmrl-bench-{os.getpid()}" if self.parent is not None else None
 
-    def __enter__(self) -> "TreeCpu":
+    def __enter__(self) -> TreeCpu:
         if self.group is not None:
             try:
                 self.group.mkdir()
@@ -209,7 +209,7 @@ def ratio(cold: dict[str, float], warm: dict[str, float]) -> dict[str, float]:
 def warm_scripts() -> tuple[dict[str, str], object, dict[str, object]]:
     """The trivial, imports-only and median corpus scripts, their task, and which corpus row."""
     from bench.corpus_rows import CORPUS, capped_script
-    from wmrl_envs.world_models.corpus import corpus_items, read_corpus
+    from wmrl_envs.world_models.build.corpus import corpus_items, read_corpus
 
     frame = read_corpus(CORPUS)
     ok = frame[(frame.status == "ok") & (frame.mutation == "none")]
@@ -232,7 +232,7 @@ def warm_vs_cold(repeats: int, jobs: int, tree: TreeCpu) -> dict[str, object]:
     zygote = {"start_wall_s": time.perf_counter() - start,
               "start_cpu_s": None if before is None else tree.usage() - before}
     samples = {(s, e, m): [] for s in scripts for e in executors for m in ("tree_cpu_s", "run_cpu_s", "wall_s")}
-    for name, executor in executors.items():  # warm caches (page cache, the zygote's first fork)
+    for executor in executors.values():  # warm caches (page cache, the zygote's first fork)
         executor.run(scripts["imports_only"], task).cleanup()
     for _ in range(repeats):
         for script_name, script in scripts.items():
@@ -249,7 +249,7 @@ def warm_vs_cold(repeats: int, jobs: int, tree: TreeCpu) -> dict[str, object]:
                     samples[script_name, name, "tree_cpu_s"].append(after - before)
     per_run = {s: {e: {m: mean_se(samples[s, e, m]) for m in ("tree_cpu_s", "run_cpu_s", "wall_s")
                        if samples[s, e, m]} for e in executors} for s in scripts}
-    for s, row_ in per_run.items():
+    for row_ in per_run.values():
         key = "tree_cpu_s" if "tree_cpu_s" in row_["warm"] else "run_cpu_s"
         row_["cpu_ratio"] = ratio(row_["bwrap"][key], row_["warm"][key]) | {"measure": key}
     pool = {}

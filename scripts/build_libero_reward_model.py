@@ -131,7 +131,7 @@ def train(data_dir: Path, extra: list[Path], config: TrainConfig, out: Path) -> 
     loss_fn = torch.nn.BCEWithLogitsLoss(pos_weight=pos_weight)
     generator = torch.Generator().manual_seed(config.seed)
     best = (-1.0, None)
-    for epoch in range(config.epochs):
+    for _epoch in range(config.epochs):
         net.train()
         for idx in torch.randperm(len(xf), generator=generator).split(config.batch_size):
             optimizer.zero_grad()

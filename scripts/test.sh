@@ -9,4 +9,6 @@ WMRL_SETUP_DOCKER=1 bash scripts/setup.sh
 bash scripts/setup_verl.sh >/dev/null
 source scripts/_env.sh
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# The house rules first (pyproject.toml's [tool.ruff]); the architecture contracts run in the tests.
+"$PY" -m ruff check --quiet . || { echo "ruff: the house rules failed (fix, or see pyproject.toml's [tool.ruff])"; exit 1; }
 exec "$PY" -m pytest -m "not gpu and not download" -p no:cacheprovider "$@"

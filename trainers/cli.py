@@ -18,8 +18,8 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from wmrl_envs.errors import WMRLError
 from wmrl_envs.extras import requires_extra

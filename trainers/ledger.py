@@ -9,9 +9,10 @@ count of units (responses generated, scripts scored, scripts executed, simulator
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 CATEGORIES = ("generation", "world_model", "execution", "simulation", "update")
 

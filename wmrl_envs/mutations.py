@@ -389,7 +389,7 @@ def _undefined_name(script: str, spec: TaskSpec, rng: random.Random) -> str:
 def _use_before_def(script: str, spec: TaskSpec, rng: random.Random) -> str:
     tree = _parse(script)
     moves = []
-    for i, stmt in enumerate(tree.body):
+    for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef):
             caller = next((s for s in _unconditional(tree) if s.lineno > stmt.lineno
                            and stmt.name in {n.id for n in _executed_loads(s)}), None)

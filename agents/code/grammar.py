@@ -57,7 +57,7 @@ class SolutionChoices:
         return asdict(self)
 
     @classmethod
-    def from_indices(cls, indices: dict[str, int] | list[int]) -> "SolutionChoices":
+    def from_indices(cls, indices: dict[str, int] | list[int]) -> SolutionChoices:
         """Build choices from per-slot option indices (in :data:`SLOTS` order for a list)."""
         if isinstance(indices, dict):
             return cls(**{slot: SLOTS[slot][int(i)] for slot, i in indices.items()})
@@ -262,7 +262,7 @@ def render_script(spec: TaskSpec, choices: SolutionChoices, seed: int = 0) -> st
             return make_pipeline(features, {model_expr})
         ''')
 
-    body = '''\
+    body = f'''\
 
 
         def fit_predict(X_fit, y_fit, X_new):
@@ -292,11 +292,11 @@ def render_script(spec: TaskSpec, choices: SolutionChoices, seed: int = 0) -> st
         if VALIDATION == "holdout":
             stratify = y if CLASSIFY and y.value_counts().min() >= 2 else None
             X_a, X_b, y_a, y_b = train_test_split(X, y, test_size=0.2, random_state=SEED, stratify=stratify)
-            print(f"validation {metric}: {{validation_score(y_b, fit_predict(X_a, y_a, X_b)):.5f}}")
+            print(f"validation {spec.metric}: {{validation_score(y_b, fit_predict(X_a, y_a, X_b)):.5f}}")
         elif VALIDATION == "cv3":
             folds = (StratifiedKFold if CLASSIFY and y.value_counts().min() >= 3 else KFold)(3, shuffle=True, random_state=SEED)
             scores = [validation_score(y.iloc[b], fit_predict(X.iloc[a], y.iloc[a], X.iloc[b])) for a, b in folds.split(X, y)]
-            print(f"validation {metric} (3-fold): {{np.mean(scores):.5f}} +- {{np.std(scores):.5f}}")
+            print(f"validation {spec.metric} (3-fold): {{np.mean(scores):.5f}} +- {{np.std(scores):.5f}}")
 
         pred = fit_predict(X, y, X_test)
         submission = pd.DataFrame({{ID: test[ID]}})
@@ -307,7 +307,7 @@ def render_script(spec: TaskSpec, choices: SolutionChoices, seed: int = 0) -> st
             submission[SUBMISSION_COLUMNS[0]] = pred
         submission.to_csv("submission.csv", index=False)
         print(f"wrote submission.csv with {{len(submission)}} rows")
-        '''.format(validation_expr=validation_expr, metric=spec.metric)
+        '''
     script = textwrap.dedent(header) + "".join(textwrap.dedent(s) for s in steps) + textwrap.dedent(body)
     return script
 

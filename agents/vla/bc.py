@@ -8,8 +8,8 @@ demonstrations first, as OpenVLA fits its action statistics per dataset.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch

@@ -37,8 +37,9 @@ The trainer updates every parameter that requires grad; for a 7B model freeze mo
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 import torch

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -201,7 +202,7 @@ class MiniVLAPolicy(nn.Module):
             rows.append(logp.reshape(-1))
         return pad_logps(rows)
 
-    def with_images(self) -> "MiniVLAPolicy":
+    def with_images(self) -> MiniVLAPolicy:
         """A copy that also reads the camera, acting exactly as this policy until trained.
 
         The image encoder's output layer starts at zero, so RL fine-tuning (with
@@ -225,11 +226,11 @@ class MiniVLAPolicy(nn.Module):
                     "state_dict": self.state_dict()}, path)
 
     @classmethod
-    def load(cls, path: str | Path) -> "MiniVLAPolicy":
+    def load(cls, path: str | Path) -> MiniVLAPolicy:
         return cls.from_saved(torch.load(path, weights_only=True))
 
     @classmethod
-    def from_saved(cls, blob: dict[str, Any]) -> "MiniVLAPolicy":
+    def from_saved(cls, blob: dict[str, Any]) -> MiniVLAPolicy:
         """The policy from the contents of a :meth:`save` file, already read."""
         policy = cls(VLAConfig(**blob["config"]), ActionTokenizer.from_state_dict(blob["tokenizer"]))
         policy.load_state_dict(blob["state_dict"])

@@ -34,7 +34,7 @@ class ActionTokenizer:
             raise ConfigError(f"every high must exceed its low: {self.low} / {self.high}")
 
     @classmethod
-    def fit(cls, actions: np.ndarray) -> "ActionTokenizer":
+    def fit(cls, actions: np.ndarray) -> ActionTokenizer:
         """Percentile bounds from demonstration actions ``[N, 7]``."""
         actions = np.asarray(actions, dtype=np.float64).reshape(-1, ACTION_DIM)
         low, high = np.percentile(actions, 1, axis=0), np.percentile(actions, 99, axis=0)
@@ -44,7 +44,7 @@ class ActionTokenizer:
         return cls(low, high)
 
     @classmethod
-    def identity(cls) -> "ActionTokenizer":
+    def identity(cls) -> ActionTokenizer:
         """No normalisation: bins over the raw [-1, 1] action range."""
         return cls(-np.ones(ACTION_DIM), np.ones(ACTION_DIM))
 
@@ -65,5 +65,5 @@ class ActionTokenizer:
         return {"low": self.low.tolist(), "high": self.high.tolist()}
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, list[float]]) -> "ActionTokenizer":
+    def from_state_dict(cls, state: dict[str, list[float]]) -> ActionTokenizer:
         return cls(np.array(state["low"]), np.array(state["high"]))

@@ -21,8 +21,8 @@ import wmrl_envs  # noqa: F401  (registers the ids)
 from agents.code.grammar import REFERENCE_SOLUTIONS, render_response
 from trainers.policies import make_policy
 from wmrl_envs.calibration import Calibrator
-from wmrl_envs.scoring import shared_calibrator
 from wmrl_envs.grading import task_reward
+from wmrl_envs.scoring import shared_calibrator
 from wmrl_envs.tasks import get_task, list_tasks
 from wmrl_envs.world_models import Prediction
 

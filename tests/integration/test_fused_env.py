@@ -18,8 +18,8 @@ from gymnasium.utils.env_checker import check_env
 import wmrl_envs  # noqa: F401  (registers the ids)
 from agents.code.grammar import REFERENCE_SOLUTIONS, render_response
 from wmrl_envs.calibration import Calibrator
-from wmrl_envs.tasks import list_tasks
 from wmrl_envs.scoring import HashSchedule
+from wmrl_envs.tasks import list_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 ANCHOR_FRACTION = 0.5

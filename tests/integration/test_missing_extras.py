@@ -21,12 +21,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sysconfig
-import tomllib
 import venv
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 

@@ -29,8 +29,14 @@ import torch
 from trl import GRPOConfig
 
 from agents.code.lm_policy import CausalLMPolicy, CausalLMPolicyConfig
-from trainers.integrations.trl import (STATE_FILE, WMRLGRPOTrainer, WMRLReward, WMRLStateCallback,
-                                       build_dataset, make_code_core)
+from trainers.integrations.trl import (
+    STATE_FILE,
+    WMRLGRPOTrainer,
+    WMRLReward,
+    WMRLStateCallback,
+    build_dataset,
+    make_code_core,
+)
 
 pytestmark = pytest.mark.trl
 

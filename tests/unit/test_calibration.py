@@ -11,8 +11,9 @@ import itertools
 import json
 import math
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest

@@ -2,10 +2,9 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
-
-import numpy as np
 
 from trainers.fusion import estimate_c, fused_mean, per_sample_grad_variance
 from wmrl_envs.errors import ConfigError

@@ -46,7 +46,7 @@ def test_a_default_run_made_before_a_switch_became_default_keeps_its_own_name(mo
 
 
 def test_a_default_run_of_the_isotonic_days_is_reported_under_its_map_form(monkeypatch):
-    monkeypatch.setattr(stress, "DEFAULT_GLOBAL_FORM", "chosen")
+    monkeypatch.setattr(stress_records, "DEFAULT_GLOBAL_FORM", "chosen")
     before = {"key": {"mode": "wmrl", "variant": ""}, "fusion_rule": stress_records.DEFAULT_RULE}  # no form recorded
     assert stress_records.as_recorded(before)["key"]["variant"] == "calibration_global_form=isotonic"
     now = {**before, "calibration_global_form": "chosen"}
@@ -58,7 +58,7 @@ def test_a_default_run_of_the_isotonic_days_is_reported_under_its_map_form(monke
 
 
 def test_a_rule_candidate_of_the_isotonic_days_is_reported_under_its_map_form(monkeypatch):
-    monkeypatch.setattr(stress, "DEFAULT_GLOBAL_FORM", "chosen")
+    monkeypatch.setattr(stress_records, "DEFAULT_GLOBAL_FORM", "chosen")
     before = {"key": {"mode": "wmrl", "variant": "fusion_rule=eta2"}, "fusion_rule": "eta2"}  # no form recorded
     relabelled = stress_records.as_recorded(before)["key"]["variant"]
     assert relabelled == "fusion_rule=eta2+calibration_global_form=isotonic"
@@ -73,7 +73,7 @@ def test_a_rule_candidate_of_the_isotonic_days_is_reported_under_its_map_form(mo
 
 
 def test_a_candidate_that_became_the_default_is_reported_as_the_default(monkeypatch, capsys):
-    monkeypatch.setattr(stress, "DEFAULT_GLOBAL_FORM", "chosen")
+    monkeypatch.setattr(stress_records, "DEFAULT_GLOBAL_FORM", "chosen")
     candidate = {"key": {"mode": "wmrl", "variant": "calibration_global_form=chosen"}, "fusion_rule": stress_records.DEFAULT_RULE,
                  "calibration_global_form": "chosen"}
     assert stress_records.as_recorded(candidate)["key"]["variant"] == ""

@@ -23,8 +23,14 @@ from wmrl_envs.tasks import list_tasks
 
 pytest.importorskip("trl")  # the trl extra: scripts/setup.sh installs it, so under CI this runs
 
-from trainers.integrations.trl import (WMRLReward, build_dataset, check_trl_version, make_code_core,
-                                       prompt_uid, TRLVersionError)
+from trainers.integrations.trl import (
+    TRLVersionError,
+    WMRLReward,
+    build_dataset,
+    check_trl_version,
+    make_code_core,
+    prompt_uid,
+)
 
 pytestmark = pytest.mark.trl
 

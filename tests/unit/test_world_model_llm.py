@@ -11,9 +11,10 @@ import math
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,7 @@ def _chat_payload(text: str, logprobs: list[dict[str, Any]] | None = None) -> di
 class _CannedHandler(BaseHTTPRequestHandler):
     """Answers /v1/chat/completions; the request's ``model`` field picks the behaviour."""
 
-    server: "_CannedServer"
+    server: _CannedServer
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass

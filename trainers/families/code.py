@@ -9,8 +9,8 @@ all of them in one batch and executes the anchors in one parallel fan-out: the s
 from __future__ import annotations
 
 import argparse
-from functools import partial
 from collections.abc import Hashable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 

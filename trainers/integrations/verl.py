@@ -271,7 +271,7 @@ class WMRLRewardManager(RewardManagerBase):
             try:
                 results = await loop.run_in_executor(None, self.score_batch,
                                                      [(p.uid, p.task_id, p.response) for p in batch])
-            except Exception as exc:  # noqa: BLE001 - whatever failed, every waiting sample gets that error
+            except Exception as exc:
                 for p in batch:
                     p.future.set_exception(exc)
                 continue

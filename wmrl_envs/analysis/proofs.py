@@ -132,8 +132,8 @@ PURE_BUILTINS = frozenset({"print", "len", "str", "int", "float", "bool", "round
 _LIBRARIES = ("numpy.", "pandas.", "sklearn.", "scipy.")
 _BUILTINS = frozenset(dir(builtins))
 # A word any opaque construct needs (a superset: the tree walk decides).
-_OPAQUE_HINT = re.compile(r"\b(?:%s|os|sys|from\s+\.|import\s+\*|async|await|yield|global|nonlocal)\b" % "|".join(
-    sorted(OPAQUE_NAMES | OPAQUE_MODULES)))
+_OPAQUE_WORDS = "|".join(sorted(OPAQUE_NAMES | OPAQUE_MODULES))
+_OPAQUE_HINT = re.compile(rf"\b(?:{_OPAQUE_WORDS}|os|sys|from\s+\.|import\s+\*|async|await|yield|global|nonlocal)\b")
 MAX_UNROLL = 64
 MAX_CALL_DEPTH = 4
 _WORKSPACE = posixpath.dirname(SANDBOX_PATH)  # the run's working directory
@@ -332,7 +332,7 @@ def _name_message(name: str, bound: list[str]) -> str:
     namespace = {n: None for n in bound}
     namespace["__builtins__"] = builtins
     try:
-        exec(compile(name, "<proof>", "eval"), namespace)  # noqa: S102 - a bare name, in an empty namespace
+        exec(compile(name, "<proof>", "eval"), namespace)
     except NameError as exc:
         return _exception_line(exc, exc.__traceback__)
     return f"NameError: name '{name}' is not defined"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import math
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -7,11 +7,11 @@ calibrator raise :class:`~wmrl_envs.errors.CalibrationDataError` (:mod:`.data`).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 from wmrl_envs.errors import ConfigError
-
 
 #: The global map's forms (:attr:`CalibratorConfig.global_form`).
 GLOBAL_FORMS = ("isotonic", "affine", "chosen")

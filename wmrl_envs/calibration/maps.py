@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable
 
 import numpy as np
 from sklearn.isotonic import IsotonicRegression

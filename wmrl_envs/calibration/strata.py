@@ -21,10 +21,10 @@ import math
 from collections.abc import Iterable
 
 import numpy as np
-from scipy.stats import norm, t as student_t
+from scipy.stats import norm
+from scipy.stats import t as student_t
 
 from wmrl_envs.calibration.config import CalibratorConfig
-
 
 #: Decimals to which two pairs' scores must agree to repeat one another. A world model scores one
 #: script a few units in the last place apart in different batches (its arithmetic depends on

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -75,7 +76,7 @@ class Leaderboard:
         return -score if self.higher_is_better else score
 
     @classmethod
-    def from_csv(cls, path: str | os.PathLike[str], higher_is_better: bool) -> "Leaderboard":
+    def from_csv(cls, path: str | os.PathLike[str], higher_is_better: bool) -> Leaderboard:
         """Read a board with a ``score`` column: ``rank,score``, MLE-Dojo or MLE-bench files."""
         path = Path(path)
         try:

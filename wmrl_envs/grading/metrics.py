@@ -22,9 +22,10 @@ takes seconds, and environments import this module whether or not they grade.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Callable, Literal, Mapping, get_args
+from typing import Literal, get_args
 
 import numpy as np
 

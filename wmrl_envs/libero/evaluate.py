@@ -13,8 +13,9 @@ reset, so it may read ``env.sim``) and ``act(observation) -> action``.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 from tqdm.auto import tqdm

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import pickle
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from wmrl_envs.libero.evaluate import EpisodePolicy, LiberoEvalReport, TaskResult, evaluate_libero, protocol_init_states
 from wmrl_envs.libero.tasks import TASK_NAMES

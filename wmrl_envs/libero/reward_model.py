@@ -20,9 +20,9 @@ project generates (``scripts/build_libero_reward_model.py``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

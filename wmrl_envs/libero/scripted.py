@@ -23,8 +23,8 @@ produce the near-misses that negatives need.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import numpy as np
 from scipy.spatial.transform import Rotation

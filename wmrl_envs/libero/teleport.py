@@ -25,8 +25,8 @@ gives hard negatives right next to the success boundary.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 

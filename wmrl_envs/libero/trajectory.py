@@ -6,9 +6,9 @@ steps); ``actions[t]`` moves ``states[t]`` to ``states[t + 1]``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -54,7 +54,7 @@ class Trajectory:
         """Policy steps taken (states minus one)."""
         return len(self.proprio) - 1
 
-    def prefix(self, steps: int) -> "Trajectory":
+    def prefix(self, steps: int) -> Trajectory:
         """The first ``steps`` policy steps; the outcome of the prefix is unknown."""
         steps = min(steps, self.steps)
         return Trajectory(self.task_index, self.init_state, self.proprio[:steps + 1],

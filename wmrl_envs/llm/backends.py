@@ -24,10 +24,11 @@ import time
 import urllib.error
 import urllib.request
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from wmrl_envs.errors import ConfigError, WMRLError
 from wmrl_envs.extras import requires_extra
@@ -123,7 +124,7 @@ class ChatBackend(ABC):
     def close(self) -> None:  # noqa: B027  (optional hook, deliberately not abstract)
         """Release the model (no-op unless a backend holds one)."""
 
-    def __enter__(self) -> "ChatBackend":
+    def __enter__(self) -> ChatBackend:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

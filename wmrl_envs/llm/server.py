@@ -17,9 +17,9 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from wmrl_envs.errors import WMRLError
 from wmrl_envs.llm.backends import llamacpp_params, start_llamacpp_server

@@ -64,13 +64,13 @@ from wmrl_envs.sandbox.dockerd import mount_points
 from wmrl_envs.sandbox.launcher import (
     KILL_GRACE_S,
     RunDir,
+    agent_env,
     finish_run_dir,
+    kill_group,
     pump_output,
     signal_note,
     start_run,
     tree_size,
-    agent_env,
-    kill_group,
 )
 from wmrl_envs.sandbox.limits import Limits
 from wmrl_envs.sandbox.runtime import Runtime, load_runtime

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 from wmrl_envs.errors import ConfigError
 
@@ -38,7 +39,7 @@ class Limits:
                 raise ConfigError(f"Limits.{f.name} must be a positive number, got {value!r}")
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None) -> "Limits":
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> Limits:
         """Build limits from a (possibly partial) mapping, e.g. a task.yaml ``limits:`` block."""
         if not data:
             return cls()

@@ -50,7 +50,6 @@ import numpy as np
 
 from wmrl_envs.errors import ConfigError
 
-
 #: The anchor-weight rules (module docstring).
 ANCHOR_WEIGHT_RULES = ("eta2", "sampling", "paper", "none")
 # Below this real-score variance a group carries no ranking to disagree with.

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
@@ -53,13 +54,13 @@ class Prediction:
     p_valid: float = 1.0
 
     @classmethod
-    def failed(cls, error: str, cost_s: float = 0.0) -> "Prediction":
+    def failed(cls, error: str, cost_s: float = 0.0) -> Prediction:
         """A prediction that carries no score, only the reason why."""
         return cls(score=math.nan, uncertainty=math.nan, parsed=False, error=error, cost_s=cost_s,
                    status=outcome.INFRA_FAILURE, p_valid=math.nan)
 
     @classmethod
-    def from_proof(cls, proof: Any, cost_s: float = 0.0) -> "Prediction":
+    def from_proof(cls, proof: Any, cost_s: float = 0.0) -> Prediction:
         """The exact prediction of a proved failure: score 0, no uncertainty."""
         return cls(score=0.0, uncertainty=0.0, cost_s=cost_s, status=proof.status, exception=proof.exception,
                    message=proof.message, proved=True, p_valid=0.0)

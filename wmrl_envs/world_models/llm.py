@@ -17,9 +17,10 @@ import math
 import re
 import string
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from wmrl_envs.errors import ConfigError, WMRLError
 from wmrl_envs.llm.backends import (
@@ -215,7 +216,7 @@ class PromptTemplate:
     messages: tuple[tuple[str, string.Template], ...]
 
     @classmethod
-    def load(cls, path: str | Path | None = None) -> "PromptTemplate":
+    def load(cls, path: str | Path | None = None) -> PromptTemplate:
         """Load a template (default: ``assets/prompts/world_model_score.md``)."""
         file = Path(path) if path is not None else assets_dir() / "prompts" / DEFAULT_TEMPLATE
         try:
@@ -317,7 +318,7 @@ class LLMWorldModel:
         backend_options: Mapping[str, Any] | None = None,
         template_path: str | Path | None = None,
         **kwargs: Any,
-    ) -> "LLMWorldModel":
+    ) -> LLMWorldModel:
         """Build from plain options (as in a config file), e.g.
         ``from_options(backend="openai", backend_options={"base_url": "http://127.0.0.1:8000"})``.
         """
