@@ -26,7 +26,7 @@ import pytest
 
 from agents.code.grammar import REFERENCE_SOLUTIONS, render_script
 from wmrl_envs.errors import SandboxUnavailableError
-from wmrl_envs.sandbox import ExecutionStatus, Limits, make_executor
+from wmrl_envs.sandbox import ExecutionStatus, Limits, identity, make_executor
 from wmrl_envs.sandbox.cgroups import CGROUP_ROOT
 from wmrl_envs.sandbox.docker_executor import CGROUP_PARENT, IMAGE_REPOSITORY, RUN_PREFIX, skeleton_tar
 from wmrl_envs.sandbox.dockerd import HostNetwork, PrivateDockerd, mount_points
@@ -62,8 +62,10 @@ SAME_AS_BWRAP = {
     "signal": "import os, signal\nprint('bye', flush=True)\nos.kill(os.getpid(), signal.SIGTERM)",
     "memory_error": "blob = bytearray(2 << 30)",
     "public_data": "import pandas as pd\nprint(pd.read_csv('data/train.csv').to_json())",
+    # The ids are not compared: a container runs as a host uid of its own (sandbox/identity.py), where
+    # bwrap's agent is uid 65534 inside its user namespace; both are checked never to be root.
     "view": ("import json, os, resource\n"
-             "print(json.dumps(dict(sorted(os.environ.items()))), os.getcwd(), os.getuid(), os.getgid())\n"
+             "print(json.dumps(dict(sorted(os.environ.items()))), os.getcwd(), os.getuid() != 0, os.getgid() != 0)\n"
              "print(sorted(os.listdir('.')), sorted(os.listdir('data')), sorted(os.listdir('/tmp')))\n"
              "print([resource.getrlimit(getattr(resource, f'RLIMIT_{r}')) for r in ('CPU', 'AS', 'FSIZE', 'CORE')])"),
     "model": ("import numpy as np\nfrom sklearn.linear_model import LogisticRegression\n"
@@ -183,7 +185,8 @@ def test_the_engine_holds_the_limits_on_a_live_container(private_dockerd, execut
     assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] and host["CapDrop"] == ["ALL"]
     assert host["SecurityOpt"] == ["no-new-privileges"] and host["LogConfig"]["Type"] == "none"
     assert "size=24m" in host["Tmpfs"]["/tmp"] and "size=24m" in host["Tmpfs"]["/dev/shm"]
-    assert info["Config"]["User"] == "65534:65534"
+    uid, gid = info["Config"]["User"].split(":")  # a host uid of the run's own, never root
+    assert uid == gid and int(uid) in identity.RUN_UIDS
     mounts = {m["Destination"]: m for m in info["Mounts"]}
     assert [target for target, m in mounts.items() if m["RW"]] == ["/workspace"]
     # Of the task's folder only the public files are mounted: never its root, never private/.
