@@ -47,6 +47,7 @@ from sklearn.metrics import roc_auc_score
 
 from agents.code.handwritten import STYLE_KEY, render_solution
 from bench.common import RESULTS, rerun_command
+from bench.world_model_metrics import ece, pairwise_accuracy
 from wmrl_envs import outcome
 from wmrl_envs.analysis.proofs import Prover
 from wmrl_envs.provenance import provenance
@@ -62,7 +63,6 @@ SOURCES = ("mutated", "grammar", "handwritten")
 #: The last commit whose surrogate predicted a score only.
 BEFORE = "1c24862"
 TARGETS = {"status_accuracy": 0.90, "auc_valid": 0.95, "exception_match": 0.80, "ece_valid": 0.05}
-N_BINS = 10
 
 
 def load_rows() -> pd.DataFrame:
@@ -157,27 +157,6 @@ def llm_predictions(style: str, rows: pd.DataFrame, tasks: dict, mask: np.ndarra
 
 
 # ----------------------------------------------------------------------------- metrics
-
-
-def ece(p: np.ndarray, y: np.ndarray, bins: int = N_BINS) -> float:
-    """Expected calibration error of probabilities ``p`` for outcomes ``y`` (equal-width bins)."""
-    edges = np.linspace(0, 1, bins + 1)
-    which = np.clip(np.digitize(p, edges[1:-1]), 0, bins - 1)
-    return float(sum(abs(p[which == b].mean() - y[which == b].mean()) * (which == b).sum()
-                     for b in range(bins) if (which == b).any()) / len(p))
-
-
-def pairwise_accuracy(score: np.ndarray, real: np.ndarray, tasks: np.ndarray) -> float:
-    """Share of same-task pairs with different real scores that the prediction orders the same way
-    (a tied prediction counts half)."""
-    right = total = 0.0
-    for task in np.unique(tasks):
-        s, r = score[tasks == task], real[tasks == task]
-        ds, dr = s[:, None] - s[None, :], r[:, None] - r[None, :]
-        pairs = dr > 0
-        right += float((ds[pairs] > 0).sum() + 0.5 * (ds[pairs] == 0).sum())
-        total += float(pairs.sum())
-    return right / total if total else float("nan")
 
 
 def metrics(pred: dict[str, np.ndarray], rows: pd.DataFrame, mask: np.ndarray) -> dict[str, float]:
