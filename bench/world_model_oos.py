@@ -57,7 +57,7 @@ import pandas as pd
 
 from bench import world_model_metrics as metrics
 from bench.common import RESULTS, auroc, write_result
-from bench.oos import OUTCOMES_FILE, load_definition, materialise, script_paths
+from bench.oos import OUTCOMES_FILE, load_definition, script_paths, script_tasks
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR
@@ -108,22 +108,6 @@ def handwritten_rows(tasks: dict[str, Task]) -> pd.DataFrame:
         raise ConfigError("bench/oos/scripts and bench/oos/outcomes.csv disagree: the frozen data changed")
     rows = frozen.assign(source="handwritten", text=[text[k] for k in zip(frozen.task_id, frozen.script)])
     return rows[["task_id", "script", "suite", "source", "text", "status", "exception", "valid", "reward", "cpu_s"]]
-
-
-def script_tasks(paths: list[Path]) -> dict[str, Task]:
-    """Each script folder's task: a new task of ``bench/oos``, or a held-out task of a built-in suite."""
-    from wmrl_envs.tasks import get_task
-
-    ids = sorted({p.parent.name for p in paths})
-    new = {t.id for t in load_definition().tasks}
-    tasks = dict(materialise(only=[i for i in ids if i in new]))
-    for tid in ids:
-        if tid not in new:
-            task = get_task(tid)
-            if not task.spec.is_heldout:
-                raise ConfigError(f"bench/oos/scripts/{tid} is a training task")
-            tasks[tid] = task
-    return tasks
 
 
 def read_memo(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:

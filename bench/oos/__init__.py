@@ -31,7 +31,7 @@ import yaml
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading import Leaderboard, get_metric
 from wmrl_envs.paths import wmrl_home
-from wmrl_envs.tasks import Task, load_task
+from wmrl_envs.tasks import Task, get_task, load_task
 from wmrl_envs.tasks.build.suites import file_hashes, write_task
 from wmrl_envs.tasks.suite_def import SuiteDef, TaskDef
 
@@ -186,4 +186,18 @@ def materialise(out: Path | None = None, only: Sequence[str] | None = None) -> d
     if problems:
         raise ConfigError("regenerated out-of-sample task files differ from bench/oos/manifest.json "
                           "(the frozen data must not change):\n" + "\n".join(problems))
+    return tasks
+
+
+def script_tasks(paths: list[Path]) -> dict[str, Task]:
+    """Each script folder's task: an out-of-sample task, or a held-out task of a built-in suite."""
+    ids = sorted({p.parent.name for p in paths})
+    oos_ids = {t.id for t in load_definition().tasks}
+    tasks = dict(materialise(only=[i for i in ids if i in oos_ids]))
+    for tid in ids:
+        if tid not in oos_ids:
+            task = get_task(tid)
+            if not task.spec.is_heldout:
+                raise ConfigError(f"scripts/{tid}: {tid} is a training task; scripts go on held-out or new tasks only")
+            tasks[tid] = task
     return tasks

@@ -24,11 +24,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.oos import OUTCOMES_FILE, load_definition, materialise, read_manifest, script_paths, write_manifest
+from bench.oos import OUTCOMES_FILE, read_manifest, script_paths, script_tasks, write_manifest
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring import CodeScorer
-from wmrl_envs.tasks import Task, get_task
 
 _HEADER = re.compile(r"^# idiom: (?P<idiom>.+); intended: (?P<intended>valid|crash|invalid submission|wrong)\b")
 # What a later run must reproduce exactly, and how close its raw score must come.
@@ -45,20 +44,6 @@ def read_header(path: Path) -> tuple[str, str]:
         raise ConfigError(f"{path}: the first line must read '# idiom: ...; intended: valid|crash|"
                           f"invalid submission|wrong ...', got {first[:80]!r}")
     return match["idiom"], match["intended"]
-
-
-def script_tasks(paths: list[Path]) -> dict[str, Task]:
-    """Each script folder's task: an out-of-sample task, or a held-out task of a built-in suite."""
-    ids = sorted({p.parent.name for p in paths})
-    oos_ids = {t.id for t in load_definition().tasks}
-    tasks = dict(materialise(only=[i for i in ids if i in oos_ids]))
-    for tid in ids:
-        if tid not in oos_ids:
-            task = get_task(tid)
-            if not task.spec.is_heldout:
-                raise ConfigError(f"scripts/{tid}: {tid} is a training task; scripts go on held-out or new tasks only")
-            tasks[tid] = task
-    return tasks
 
 
 def execute(executor: str, workers: int) -> pd.DataFrame:
