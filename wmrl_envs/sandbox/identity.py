@@ -14,6 +14,7 @@ of service, and a covert channel). Two answers, by executor:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import resource
@@ -39,6 +40,7 @@ def run_uid(run_name: str) -> int:
     return RUN_UIDS[digest % len(RUN_UIDS)]
 
 
+@functools.cache  # the host's limits, read once: every warm run asks
 def per_run_user_limits() -> dict[str, int]:
     """A warm run's share of each per-uid kernel object budget, by ``/proc/sys/user`` name."""
     shares = {}
@@ -49,6 +51,7 @@ def per_run_user_limits() -> dict[str, int]:
     return shares
 
 
+@functools.cache  # the host's limits, read once: every warm run asks
 def per_run_rlimits() -> dict[str, int]:
     """A warm run's share of the per-uid rlimits whose total the kernel bounds over all runs.
 
