@@ -33,10 +33,11 @@ from tqdm.auto import tqdm
 
 from wmrl_envs.errors import ConfigError, InfraFailureError
 from wmrl_envs.grading import mean_rpg
+from wmrl_envs.paths import builtin_tasks_dir
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring import CodeScorer, extract_code
 from wmrl_envs.task_spec import Task
-from wmrl_envs.tasks import SPLIT_CHOICES
+from wmrl_envs.tasks import LITE, SPLIT_CHOICES, get_task, scan_tasks
 
 Responder = Callable[[Task, int, int], list[str]]
 
@@ -69,9 +70,6 @@ def select_tasks(env_id: str, suite: str, split: str, task_ids: Sequence[str] | 
     tasks). Named tasks must belong to ``env_id`` and ``split`` (and to the selection); a user's
     tasks never join the built-in pool unless named.
     """
-    from wmrl_envs.paths import builtin_tasks_dir
-    from wmrl_envs.tasks import LITE, get_task, scan_tasks
-
     split, selection = ("heldout", LITE) if split == LITE else (split, None)
     what = f"{split} tasks of the {selection} selection" if selection else f"{split} tasks"
     scan = scan_tasks(suite)

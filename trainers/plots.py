@@ -23,10 +23,10 @@ def write_plots(run_dir: Path, history: Sequence[dict[str, Any]], calibrator_sta
                 ledger_totals: dict[str, Any]) -> list[Path]:
     """Write the run's plots into ``run_dir``; return the files written."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: PLC0415 - matplotlib is the optional [plots] extra
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # noqa: PLC0415 - matplotlib is the optional [plots] extra
     except ImportError:
         log.warning("matplotlib is not installed (pip install 'wmrl[plots]'): skipping plots")
         return []
@@ -78,7 +78,7 @@ def _pairs(state: dict[str, Any] | None) -> tuple[np.ndarray, np.ndarray] | None
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # noqa: PLC0415 - matplotlib is the optional [plots] extra
 
     plt.close(fig)
     return path

@@ -19,8 +19,14 @@ from typing import Any
 
 import torch
 
+from agents.code.grammar import reference_responder
+from agents.code.lm_policy import CausalLMPolicy
+from agents.code.policy import DEFAULT_BUG_OPERATORS, GrammarPolicy, GrammarPolicyConfig
+from agents.vla.policy import MiniVLAPolicy, VLAConfig, VLAEpisodePolicy
 from trainers.evaluate import Responder
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.libero.dataset import NOISE_LEVELS
+from wmrl_envs.libero.scripted import ScriptedPolicy
 
 POLICIES = ("grammar", "grammar-buggy", "lm", "vla")
 #: The policies over the solution grammar (their choices are slots, see ``agents.code.diagnostics``).
@@ -30,22 +36,16 @@ GRAMMAR_POLICIES = ("grammar", "grammar-buggy")
 def make_policy(name: str, seed: int = 0, path: str | Path | None = None, **kwargs: Any):
     """A policy of family ``name``: fresh (seeded by ``seed``), or the starting weights at ``path``."""
     if name in GRAMMAR_POLICIES:
-        from agents.code.policy import DEFAULT_BUG_OPERATORS, GrammarPolicy, GrammarPolicyConfig
-
         if path is not None:
             raise ConfigError(f"the {name} policy starts fresh; load a trained one from its run folder")
         if name == "grammar-buggy":
             kwargs.setdefault("bug_operators", DEFAULT_BUG_OPERATORS)
         return GrammarPolicy(GrammarPolicyConfig(seed=seed, **kwargs))
     if name == "lm":
-        from agents.code.lm_policy import CausalLMPolicy
-
         if path is None:
             raise ConfigError("the lm policy needs --policy-path pointing at a local transformers checkpoint")
         return CausalLMPolicy.from_pretrained(path, **kwargs)
     if name == "vla":
-        from agents.vla.policy import MiniVLAPolicy, VLAConfig
-
         if path is not None:
             if not Path(path).is_file():
                 raise ConfigError(f"no MiniVLA policy file at {path}")
@@ -69,8 +69,6 @@ def load_run_policy(path: str | Path):
         raise ConfigError(f"no checkpoint at {path}")
     state = torch.load(path, weights_only=False)
     if "state_dict" in state and "tokenizer" in state:  # a MiniVLA file (MiniVLAPolicy.save)
-        from agents.vla.policy import MiniVLAPolicy
-
         return MiniVLAPolicy.from_saved(state)
     if "policy" not in state or "config" not in state:
         raise ConfigError(f"{path} is neither a training checkpoint nor a MiniVLA policy file")
@@ -97,8 +95,6 @@ def responder_from_spec(spec: str, seed: int = 0) -> Responder:
     """Resolve a ``--policy`` item into a responder."""
     kind, _, arg = spec.partition(":")
     if kind == "reference":
-        from agents.code.grammar import reference_responder
-
         return reference_responder(arg)
     if kind in GRAMMAR_POLICIES and arg in ("", "untrained"):
         return policy_responder(make_policy(kind, seed=seed), seed)
@@ -113,14 +109,10 @@ def libero_episode_policy(spec: str, seed: int = 0):
     """
     kind, _, level = spec.partition(":")
     if kind == "scripted":
-        from wmrl_envs.libero.dataset import NOISE_LEVELS
-        from wmrl_envs.libero.scripted import ScriptedPolicy
-
         level = level or "clean"
         if level not in NOISE_LEVELS:
             raise ConfigError(f"unknown scripted noise level {level!r}; known: {sorted(NOISE_LEVELS)}")
         return ScriptedPolicy(NOISE_LEVELS[level], seed=seed)
-    from agents.vla.policy import MiniVLAPolicy, VLAEpisodePolicy
 
     policy = load_run_policy(spec)
     if not isinstance(policy, MiniVLAPolicy):

@@ -11,13 +11,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
+
+import pandas as pd
 
 from wmrl_envs.errors import ConfigError, TaskFormatError, preview
 from wmrl_envs.sandbox.limits import Limits
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 Split = Literal["train", "heldout"]
 SPLITS: tuple[str, ...] = ("train", "heldout")
@@ -187,6 +186,4 @@ class Task:
 
     def answers(self) -> pd.DataFrame:
         """The private answers as a DataFrame (a fresh copy on every call)."""
-        import pandas as pd
-
         return pd.read_csv(self.answers_path)

@@ -185,7 +185,7 @@ class CausalLMPolicy(nn.Module):
     def __init__(self, model: nn.Module, tokenizer: PreTrainedTokenizerBase,
                  config: CausalLMPolicyConfig | None = None) -> None:
         super().__init__()
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig  # noqa: PLC0415 - transformers is the optional [llm] extra
 
         self.model: nn.Module = model
         self.tokenizer = tokenizer
@@ -218,7 +218,7 @@ class CausalLMPolicy(nn.Module):
             raise ConfigError(f"{path} is not a local checkpoint directory (no config.json); "
                               "models are loaded from local files only, never from a model hub")
         with requires_extra("llm", "the lm policy"):
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 - transformers is the optional [llm] extra
 
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype).to(device)
@@ -232,7 +232,7 @@ class CausalLMPolicy(nn.Module):
         ``vocab_size`` bounds the tokenizer's vocabulary (256 bytes, 3 special tokens and BPE
         merges learnt from a few built-in strings); the model's vocabulary is the tokenizer's.
         """
-        from transformers import LlamaConfig, LlamaForCausalLM
+        from transformers import LlamaConfig, LlamaForCausalLM  # noqa: PLC0415 - transformers is the optional [llm] extra
 
         tokenizer = toy_tokenizer(vocab_size)
         model_config = LlamaConfig(
@@ -323,7 +323,7 @@ class CausalLMPolicy(nn.Module):
 
     def _warp(self, logits: torch.Tensor) -> torch.Tensor:
         """Temperature, then top-k, then top-p on ``[N, V]`` logits: ``generate``'s order and warpers."""
-        from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+        from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper  # noqa: PLC0415 - transformers is the optional [llm] extra
 
         scores = logits / self.config.temperature if self.config.temperature != 1.0 else logits
         if self.config.top_k:
@@ -359,7 +359,7 @@ class CausalLMPolicy(nn.Module):
 def _with_lora(model: PreTrainedModel, lora: LoraConfig | None) -> nn.Module:
     if lora is None:
         return model
-    from peft import get_peft_model
+    from peft import get_peft_model  # noqa: PLC0415 - peft is the optional [llm] extra
 
     return get_peft_model(model, lora)
 
@@ -388,8 +388,8 @@ def toy_tokenizer(vocab_size: int = 320) -> PreTrainedTokenizerBase:
     Every byte is in the vocabulary, so any text round-trips. Special tokens: ``<|endoftext|>``
     (bos and pad), ``<|im_start|>`` and ``<|im_end|>`` (eos, ends a chat turn).
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: PLC0415 - tokenizers comes with the optional [llm] extra
+    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415 - transformers is the optional [llm] extra
 
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     if vocab_size < 256 + len(specials):
@@ -426,7 +426,7 @@ def smollm2_from_gguf(out_dir: str | Path | None = None, gguf_path: str | Path |
     if _is_checkpoint(out):
         return out
     gguf = Path(gguf_path) if gguf_path is not None else default_gguf_path()
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 - transformers is the optional [llm] extra
 
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True,

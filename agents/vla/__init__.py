@@ -2,6 +2,7 @@
 
 from agents.vla.policy import EpisodePrompt, MiniVLAPolicy, VLAConfig, VLAEpisodePolicy
 from agents.vla.tokenizer import ActionTokenizer
+from wmrl_envs.libero.scripted import ScriptedPolicy
 
 __all__ = ["ActionTokenizer", "EpisodePrompt", "MiniVLAPolicy", "VLAConfig", "VLAEpisodePolicy", "episode_policy"]
 
@@ -10,7 +11,5 @@ def episode_policy(spec: str, seed: int = 0, greedy: bool = True):
     """An evaluator policy from a ``--policy`` value: ``"scripted"`` (the privileged
     controller) or the path of a saved :class:`MiniVLAPolicy`."""
     if spec == "scripted":
-        from wmrl_envs.libero.scripted import ScriptedPolicy
-
         return ScriptedPolicy(seed=seed)
     return VLAEpisodePolicy(MiniVLAPolicy.load(spec), greedy=greedy, seed=seed)

@@ -85,7 +85,7 @@ class OpenVLAPolicy(torch.nn.Module):
 
     def __init__(self, config: OpenVLAConfig) -> None:
         super().__init__()
-        from transformers import AutoModelForVision2Seq, AutoProcessor  # type: ignore[attr-defined]
+        from transformers import AutoModelForVision2Seq, AutoProcessor  # type: ignore[attr-defined]  # noqa: PLC0415 - transformers is the optional [llm] extra
 
         self.config = config
         dtype = torch.bfloat16 if config.dtype == "bfloat16" else torch.float32
@@ -111,7 +111,7 @@ class OpenVLAPolicy(torch.nn.Module):
         return np.clip(action, -1.0, 1.0).astype(np.float32)
 
     def _inputs(self, instruction: str, image: np.ndarray) -> dict[str, torch.Tensor]:
-        from PIL import Image
+        from PIL import Image  # noqa: PLC0415 - Pillow is no core dependency; only OpenVLA's image inputs need it
 
         frame = Image.fromarray(np.ascontiguousarray(image[:, ::-1]))  # upright -> OpenVLA's LIBERO frames
         inputs = self.processor(PROMPT.format(instruction=instruction), frame)

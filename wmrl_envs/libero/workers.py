@@ -57,7 +57,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
+from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import ConfigError, SimulationWorkerError
+from wmrl_envs.scoring import ScoringCore
 from wmrl_envs.scoring.results import bounded
 
 BACKENDS = ("inline", "local", "ray")
@@ -136,7 +138,7 @@ class Worker:
     def env(self):
         """The worker's env (built on first use)."""
         if self._env is None:
-            from wmrl_envs.libero.env import LiberoLongEnv
+            from wmrl_envs.libero.env import LiberoLongEnv  # noqa: PLC0415 - keeps the LIBERO env out of wmrl --help (wmrl_config reads a constant here)
 
             self._env = LiberoLongEnv(reward="fused", **self.env_options)
         return self._env
@@ -146,9 +148,6 @@ class Worker:
         ``"anchor"``). Its scoring core is a new one for that episode alone: a job returns the raw
         scores (the real success, the success model's prediction), and the driver's core turns the
         whole update's into rewards in one batch, so a worker never calibrates or weights."""
-        from wmrl_envs.calibration import Calibrator
-        from wmrl_envs.scoring import ScoringCore
-
         env = self.env
         env.core = ScoringCore(_OneStream(stream), Calibrator())
         return env
@@ -185,7 +184,7 @@ class Worker:
 def _limit_threads() -> None:
     """One torch thread in a worker (the environment variables above cover the BLAS libraries)."""
     try:
-        import torch
+        import torch  # noqa: PLC0415 - torch is the optional [torch] extra; a scripted evaluation runs without it
     except ImportError:  # a scripted evaluation needs no torch
         return
     torch.set_num_threads(1)
@@ -413,10 +412,10 @@ class _RayActor:
 def _require_ray():
     """Ray, initialised: joins the cluster ``RAY_ADDRESS`` names when the caller has not called
     ``ray.init()``; never starts a cluster of its own, which would share nothing with the user's."""
-    from wmrl_envs.sandbox.ray_executor import require_ray
+    from wmrl_envs.sandbox.ray_executor import require_ray  # noqa: PLC0415 - keeps the Ray executor out of wmrl --help (wmrl_config reads a constant here)
 
     try:
-        import ray
+        import ray  # noqa: PLC0415 - ray is the optional [ray] extra
     except ImportError:
         return require_ray("the Ray simulation pool", ConfigError)  # raises, saying how to install it
     if not ray.is_initialized() and os.environ.get("RAY_ADDRESS"):
@@ -448,7 +447,7 @@ class _Ray:
         slot.outcome = actor.execute.remote(job)
 
     def wait(self, busy: list[_Slot], timeout: float | None) -> list[tuple[_Slot, tuple | None, str | None]]:
-        from ray.exceptions import ActorUnavailableError, RayActorError
+        from ray.exceptions import ActorUnavailableError, RayActorError  # noqa: PLC0415 - ray is the optional [ray] extra
 
         by_ref = {slot.outcome: slot for slot in busy}
         ready, _ = self.ray.wait(list(by_ref), num_returns=1, timeout=timeout)
@@ -503,7 +502,7 @@ class SimulationPool:
         self.env_options = dict(env_options or {})
         if "reward" in self.env_options:
             raise ConfigError("a worker's env takes each episode's stream from its job, not a reward option")
-        from wmrl_envs.libero.env import LiberoEnvConfig
+        from wmrl_envs.libero.env import LiberoEnvConfig  # noqa: PLC0415 - keeps the LIBERO env out of wmrl --help (wmrl_config reads a constant here)
 
         LiberoEnvConfig(**self.env_options)  # a bad option is the caller's error here, not a worker's traceback later
         self._backend = {"inline": _Inline, "local": _Local, "ray": _Ray}[backend](self.env_options)

@@ -305,7 +305,7 @@ def llamacpp_params(
     ``n_parallel`` request slots, so the total is ``n_ctx * n_parallel``.
     """
     with requires_extra("llm", "the llama.cpp backend"):
-        import xllamacpp
+        import xllamacpp  # noqa: PLC0415 - xllamacpp is the optional [llm] extra
     path = Path(gguf_path) if gguf_path is not None else default_gguf_path()
     if not path.is_file():
         raise ConfigError(f"GGUF model file {path} does not exist")
@@ -325,7 +325,7 @@ def llamacpp_params(
 
 def start_llamacpp_server(params: Any) -> Any:
     """Load the model into an ``xllamacpp.Server``; a bad file or busy port raises ConfigError."""
-    import xllamacpp
+    import xllamacpp  # noqa: PLC0415 - xllamacpp is the optional [llm] extra
 
     try:
         return xllamacpp.Server(params)
@@ -411,7 +411,7 @@ class TransformersBackend(ChatBackend):
                 "TransformersBackend loads only local files, never from a model hub"
             )
         with requires_extra("llm", "the transformers backend"):
-            from transformers import AutoModelForCausalLM, AutoTokenizer
+            from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415 - transformers is the optional [llm] extra
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.top_logprobs = top_logprobs
@@ -423,7 +423,7 @@ class TransformersBackend(ChatBackend):
         self.context_tokens = getattr(self.model.config, "max_position_embeddings", None)
 
     def complete(self, messages: Sequence[Message]) -> Completion:
-        import torch
+        import torch  # noqa: PLC0415 - torch comes with the optional [llm] extra
 
         try:
             inputs = self.tokenizer.apply_chat_template(

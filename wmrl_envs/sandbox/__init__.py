@@ -15,6 +15,7 @@ stays cheap.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from wmrl_envs.errors import SandboxUnavailableError
@@ -85,27 +86,27 @@ def make_executor(name: str = DEFAULT_EXECUTOR, **kwargs: Any) -> Executor:
     Raises :class:`SandboxUnavailableError` when the backend cannot run here.
     """
     if name == "auto":
-        from wmrl_envs.sandbox.auto import AutoExecutor
+        from wmrl_envs.sandbox.auto import AutoExecutor  # noqa: PLC0415 - executors load on first use, so importing the package stays cheap
 
         return AutoExecutor(**kwargs)
     if name == "bwrap":
-        from wmrl_envs.sandbox.bwrap import BwrapExecutor
+        from wmrl_envs.sandbox.bwrap import BwrapExecutor  # noqa: PLC0415 - executors load on first use, so importing the package stays cheap
 
         return BwrapExecutor(**kwargs)
     if name == "warm":
-        from wmrl_envs.sandbox.warm import WarmExecutor
+        from wmrl_envs.sandbox.warm import WarmExecutor  # noqa: PLC0415 - executors load on first use, so importing the package stays cheap
 
         return WarmExecutor(**kwargs)
     if name == "unsafe-subprocess":
-        from wmrl_envs.sandbox.unsafe import UnsafeSubprocessExecutor
+        from wmrl_envs.sandbox.unsafe import UnsafeSubprocessExecutor  # noqa: PLC0415 - executors load on first use, so importing the package stays cheap
 
         return UnsafeSubprocessExecutor(**kwargs)
     if name == "ray":
-        from wmrl_envs.sandbox.ray_executor import RayExecutor
+        from wmrl_envs.sandbox.ray_executor import RayExecutor  # noqa: PLC0415 - executors load on first use, so importing the package stays cheap
 
         return RayExecutor(**kwargs)
     if name == "docker":
-        from wmrl_envs.sandbox.docker_executor import DockerExecutor
+        from wmrl_envs.sandbox.docker_executor import DockerExecutor  # noqa: PLC0415 - executors load on first use, so importing the package stays cheap
 
         return DockerExecutor(**kwargs)
     raise SandboxUnavailableError(f"unknown executor {name!r}; choose one of {EXECUTOR_NAMES}")
@@ -113,7 +114,5 @@ def make_executor(name: str = DEFAULT_EXECUTOR, **kwargs: Any) -> Executor:
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib
 import io
 import os
 import shutil
@@ -49,6 +50,7 @@ from wmrl_envs.errors import SandboxUnavailableError, WMRLError
 from wmrl_envs.paths import wmrl_home
 from wmrl_envs.sandbox.base import ExecutionResult, ExecutionStatus
 from wmrl_envs.sandbox.limits import Limits
+from wmrl_envs.sandbox.runtime import ensure_runtime
 from wmrl_envs.sandbox.sweep import owned_prefix, sweep_run_dirs
 
 #: What a node's task yields once the sandbox is about to start: from here the run's
@@ -77,7 +79,7 @@ def require_ray(feature: str = "the Ray executor", error: type[WMRLError] = Sand
     behind the caller's back, since a second cluster shares nothing with the first.
     """
     try:
-        import ray
+        import ray  # noqa: PLC0415 - ray is the optional [ray] extra
     except ImportError as exc:
         raise error(f"{feature} needs Ray: pip install 'wmrl[ray]'") from exc
     if not ray.is_initialized():
@@ -195,7 +197,7 @@ class RayExecutor:
         :class:`SandboxUnavailableError` when a node fails to prepare.
         """
         ray = require_ray()
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415 - ray is the optional [ray] extra
 
         handles = [self.public_files(Path(t.public_dir)) for t in tasks]
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) >= 1]
@@ -285,8 +287,6 @@ def _ray_error_text(exc: BaseException) -> str:
 def _node_executor(spec: _NodeSpec):
     key = (spec.executor, spec.executor_kwargs)
     if key not in _NODE_EXECUTORS:
-        import importlib
-
         module, cls = NODE_EXECUTORS[spec.executor]
         _NODE_EXECUTORS[key] = getattr(importlib.import_module(module), cls)(**dict(spec.executor_kwargs))
     return _NODE_EXECUTORS[key]
@@ -298,7 +298,7 @@ def _node_public_dir(public: PublicFiles, spec: _NodeSpec) -> Path:
     final = root / public.digest
     if final.is_dir():  # complete folders only ever appear by rename
         return final
-    import ray
+    import ray  # noqa: PLC0415 - ray is the optional [ray] extra
 
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{public.digest}.lock", "w") as lock:
@@ -333,8 +333,6 @@ def _run_on_node(script: str, limits: Limits, public: PublicFiles, spec: _NodeSp
 
 def _prewarm_node(spec: _NodeSpec, handles: list[PublicFiles]) -> float:
     """The prewarm task: the runtime venv, the node's executor and the given public files."""
-    from wmrl_envs.sandbox.runtime import ensure_runtime
-
     start = time.monotonic()
     ensure_runtime(dict(spec.executor_kwargs).get("runtime"))
     executor = _node_executor(spec)

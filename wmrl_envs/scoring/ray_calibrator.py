@@ -41,6 +41,7 @@ from urllib.parse import quote
 
 from wmrl_envs.calibration import AuditReport, CalibrationMap, Calibrator, CalibratorConfig
 from wmrl_envs.errors import CalibratorLostError, ConfigError, MissingDependencyError
+from wmrl_envs.sandbox.ray_executor import require_ray
 from wmrl_envs.scoring.results import bounded
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class CalibratorHolder:
     saved after every change so that a restarted actor resumes it."""
 
     def __init__(self, config: CalibratorConfig | None = None) -> None:
-        import ray
+        import ray  # noqa: PLC0415 - ray is the optional [ray] extra
 
         context = ray.get_runtime_context()
         self.calibrator = Calibrator(config)
@@ -127,8 +128,6 @@ class CalibratorHolder:
 
 
 def _ray():
-    from wmrl_envs.sandbox.ray_executor import require_ray
-
     return require_ray("the calibrator actor", MissingDependencyError)
 
 

@@ -17,9 +17,10 @@ same id; among several ``WMRL_TASKS_DIR`` entries the first one wins. A folder t
 or a built-in suite whose optional data package is missing, blocks only itself:
 :func:`scan_tasks` returns what loads and what did not, and why.
 
-Nothing heavy is imported here. A :class:`Task` is pure data (the task records,
-:mod:`wmrl_envs.task_spec`, re-exported here): its leaderboards and rewards come from
-:mod:`wmrl_envs.grading`, and the suite generator is build-time code in :mod:`wmrl_envs.tasks.build`.
+The task loader is imported on first use, which keeps it out of ``wmrl --help``. A :class:`Task`
+is pure data (the task records, :mod:`wmrl_envs.task_spec`, re-exported here): its leaderboards
+and rewards come from :mod:`wmrl_envs.grading`, and the suite generator is build-time code in
+:mod:`wmrl_envs.tasks.build`.
 """
 
 from __future__ import annotations
@@ -62,14 +63,14 @@ _SHOWN_FAILURES = 3
 
 def load_task(path: Any, *, require_leaderboard: bool = True, **overrides: Any) -> Task:
     """Load one task folder of any layout (see :func:`wmrl_envs.tasks.loader.load_task`)."""
-    from wmrl_envs.tasks.loader import load_task as _load_task
+    from wmrl_envs.tasks.loader import load_task as _load_task  # noqa: PLC0415 - keeps the loader (yaml, layouts) out of wmrl --help
 
     return _load_task(path, require_leaderboard=require_leaderboard, **overrides)
 
 
 def build_suite(suite: str = "mle", force: bool = False, progress: bool = True) -> dict[str, dict[str, Any]]:
     """Generate a built-in suite's task folders (only stale ones unless ``force``); returns lock entries."""
-    from wmrl_envs.tasks.build.suites import build_suite as _build_suite
+    from wmrl_envs.tasks.build.suites import build_suite as _build_suite  # noqa: PLC0415 - build-time code, never imported while a suite is current
 
     return _build_suite(suite, force=force, progress=progress)
 
@@ -118,9 +119,9 @@ def scan_tasks(suite: str | None = None) -> TaskScan:
     A folder or a suite that does not load (a broken folder, a suite whose optional data package
     is missing) becomes a failure and blocks nothing else.
     """
-    from wmrl_envs.tasks.builtin import load_builtin_tasks
-    from wmrl_envs.tasks.loader import LoadFailure, discover_tasks
-    from wmrl_envs.tasks.suite_def import builtin_suites, suite_file
+    from wmrl_envs.tasks.builtin import load_builtin_tasks  # noqa: PLC0415 - keeps the loader (yaml, layouts) out of wmrl --help
+    from wmrl_envs.tasks.loader import LoadFailure, discover_tasks  # noqa: PLC0415 - keeps the loader (yaml, layouts) out of wmrl --help
+    from wmrl_envs.tasks.suite_def import builtin_suites, suite_file  # noqa: PLC0415 - keeps the loader (yaml, layouts) out of wmrl --help
 
     tasks: dict[str, Task] = {}
     failures: list[LoadFailure] = []
@@ -175,7 +176,7 @@ def get_task(task_id: str) -> Task:
 
 def suite_selection(suite: str, name: str) -> dict[str, tuple[str, ...]]:
     """The task ids, by split, of a selection a built-in suite declares (its ``selections:``)."""
-    from wmrl_envs.tasks.suite_def import load_suite_def
+    from wmrl_envs.tasks.suite_def import load_suite_def  # noqa: PLC0415 - keeps the loader (yaml, layouts) out of wmrl --help
 
     selections = load_suite_def(suite).selections
     if name not in selections:
@@ -185,7 +186,7 @@ def suite_selection(suite: str, name: str) -> dict[str, tuple[str, ...]]:
 
 def _selected(name: str, suite: str | None) -> set[tuple[str, str]]:
     """``(suite, id)`` of every task in the named selection of ``suite`` (or of every built-in suite)."""
-    from wmrl_envs.tasks.suite_def import builtin_suites, load_suite_def
+    from wmrl_envs.tasks.suite_def import builtin_suites, load_suite_def  # noqa: PLC0415 - keeps the loader (yaml, layouts) out of wmrl --help
 
     suites = [suite] if suite is not None else builtin_suites()
     declaring = [s for s in suites if s in builtin_suites() and name in load_suite_def(s).selections]

@@ -27,7 +27,7 @@ def ensure_suite(suite: str = "mle", progress: bool = False) -> Path:
     if not suite_is_current(suite):
         # Imported here: the generator (pandas, the data packages) is build-time code, needed
         # only when a suite is missing or stale.
-        from wmrl_envs.tasks.build.suites import build_suite
+        from wmrl_envs.tasks.build.suites import build_suite  # noqa: PLC0415 - build-time code (see above)
 
         build_suite(suite, progress=progress)
     return builtin_tasks_dir(suite)

