@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from wmrl_envs.analysis.facts import TaskFacts, task_facts
 from wmrl_envs.analysis.script import call_name, parse_script
 from wmrl_envs.grading.metrics import METRICS, PREDICTION_KINDS, get_metric
@@ -277,8 +279,6 @@ def _target_stats(train_csv: Path, header: tuple[str, ...], label: str, classifi
     """Shape of the public training target (``header`` is the file's): skew and sign of a value,
     imbalance of a label, from at most :data:`TARGET_SAMPLE_BYTES` of the file (a 2 GB train.csv
     costs no more)."""
-    import pandas as pd
-
     stats = {"target_skew": 0.0, "target_negative_share": 0.0, "majority_share": 0.0}
     if label not in header:
         return stats

@@ -1,7 +1,9 @@
 """Exact facts a static proof of failure may rest on, known before any script runs.
 
-* :class:`RuntimeFacts`: what the agent runtime venv can import, each module's names, and the
-  keyword arguments and attributes of its callables and classes. They are read by running the
+* :class:`RuntimeFacts`: what the agent runtime venv can import, each module's names, the
+  keyword arguments and attributes of its callables and classes, how CPython binds a call to
+  them and to DataFrame/Series methods, and what scikit-learn estimators raise unfitted or on
+  other column names than they were fitted on (probed on tiny frames). They are read by running the
   runtime's own interpreter once (:data:`_INTROSPECT`) and cached under
   ``WMRL_HOME/facts/`` per runtime digest (the requirements' sha256 and the Python version):
   a changed runtime is introspected again, never guessed.
@@ -27,12 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from wmrl_envs.errors import SandboxUnavailableError
 from wmrl_envs.paths import wmrl_home
+from wmrl_envs.sandbox.runtime import load_runtime
 
 log = logging.getLogger(__name__)
 
-FACTS_FORMAT = 2
+FACTS_FORMAT = 3
 #: Where agent code sees the runtime venv (the bubblewrap executor's mount), for messages that
 #: quote a module's file as the sandbox's traceback does.
 RUNTIME_MOUNT = "/opt/wmrl-runtime"
@@ -45,9 +50,10 @@ INTROSPECTED_STDLIB = ("os", "os.path", "sys", "json", "re", "math", "random", "
                        "typing", "statistics", "gc")
 
 # Runs in the runtime's interpreter: prints one JSON document of facts. It imports the packages
-# (trusted code) and never calls a library callable: signatures come from ``inspect``.
+# (trusted code); signatures come from ``inspect`` and the code objects, and only scikit-learn
+# estimators are called, on tiny frames, to probe what they raise.
 _INTROSPECT = r'''
-import importlib, inspect, json, os, pkgutil, sys, warnings
+import contextlib, importlib, inspect, io, json, os, pkgutil, sys, warnings
 warnings.simplefilter("ignore")
 packages, stdlib = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 venv = os.path.realpath(sys.prefix)
@@ -82,8 +88,24 @@ def where(module):
     real = os.path.realpath(path)
     return {"venv": os.path.relpath(real, venv)} if real.startswith(venv + os.sep) else {"abs": path}
 
+def call_shape(func):
+    """What CPython binds a call to this plain function by: its TypeErrors follow from it alone."""
+    code = func.__code__
+    n = code.co_argcount
+    return {"qualname": func.__qualname__, "positional": list(code.co_varnames[:n]),
+            "posonly": code.co_posonlyargcount, "defaults": len(func.__defaults__ or ()),
+            "kwonly": list(code.co_varnames[n:n + code.co_kwonlyargcount]),
+            "kwdefaults": sorted(func.__kwdefaults__ or {}),
+            "varargs": bool(code.co_flags & inspect.CO_VARARGS),
+            "varkw": bool(code.co_flags & inspect.CO_VARKEYWORDS)}
+
+def plain(func):
+    """A Python function called as it is: no decorator wraps it, no ``__signature__`` hides it."""
+    return inspect.isfunction(func) and not hasattr(func, "__wrapped__") and not hasattr(func, "__signature__")
+
 def signature_facts(obj):
-    """Parameters of a callable and the exact text CPython gives an unknown keyword, if known."""
+    """Parameters of a callable, the exact text CPython gives an unknown keyword, and how a call
+    binds (``call``, with ``self`` first for a class) where CPython binds it."""
     try:
         if inspect.isclass(obj):
             init = obj.__dict__.get("__init__") or next(
@@ -94,9 +116,12 @@ def signature_facts(obj):
                 return None
             sig = inspect.signature(init)
             template = init.__qualname__ + "() got an unexpected keyword argument '{}'"
+            # An abstract class refuses any call before its __init__ binds anything.
+            call = dict(call_shape(init), bound=True) if plain(init) and not inspect.isabstract(obj) else None
         elif inspect.isfunction(obj):
             sig = inspect.signature(obj)
             wrapped = getattr(obj, "__wrapped__", None)
+            call = call_shape(obj) if plain(obj) else None
             if wrapped is None:
                 template = obj.__qualname__ + "() got an unexpected keyword argument '{}'"
             elif obj.__code__.co_filename.endswith(os.path.join("sklearn", "utils", "_param_validation.py")):
@@ -111,7 +136,10 @@ def signature_facts(obj):
     params = [p.name for p in sig.parameters.values()
               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     var_keyword = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-    return {"params": params, "var_keyword": var_keyword, "template": template}
+    facts = {"params": params, "var_keyword": var_keyword, "template": template}
+    if call is not None:
+        facts["call"] = call
+    return facts
 
 modules, callables, classes = {}, {}, {}
 loaded = {}
@@ -149,10 +177,54 @@ for name, module in loaded.items():
                 classes[key] = {"name": obj.__name__, "attrs": sorted(dir(obj)), "dynamic": dynamic}
             callables.setdefault(name + "." + attr, {})["class"] = key
 
+# How a DataFrame's and a Series' public methods bind their arguments (those CPython binds), and
+# the attribute names a Series' dir() holds for some dtypes only (accessors, ...): "Did you mean"
+# suggestions come from the instance's dir().
+import pandas
+for cls in (pandas.DataFrame, pandas.Series):
+    info = classes[cls.__module__ + "." + cls.__qualname__]
+    info["methods"] = {attr: call_shape(inspect.getattr_static(cls, attr)) for attr in dir(cls)
+                       if not attr.startswith("_") and plain(inspect.getattr_static(cls, attr))}
+samples = [pandas.Series(values, dtype=dtype) for values, dtype in (
+    ([1], None), ([1.5], None), ([True], None), (["a"], None), (["a"], object), (["a"], "category"),
+    (["2020-01-01"], "datetime64[ns]"), ([1], "timedelta64[ns]"), ([0, 1], "Sparse[int64]"))]
+dirs = [set(dir(pandas.Series))] + [set(dir(sample)) for sample in samples]
+classes[pandas.Series.__module__ + "." + pandas.Series.__qualname__]["dir_varies"] = sorted(
+    (set.union(*dirs) - set.intersection(*dirs)) | set(pandas.Series._accessors))
+
 # What a never-fitted estimator says when asked to transform or predict. Probed with an input no
 # method could read: a NotFittedError then proves the fitted check comes before any other.
+# And which methods of a default-built instance fitted on a frame refuse a frame whose column
+# names differ (only the names: same values, one column renamed), with the line they raise.
 import traceback
 from sklearn.exceptions import NotFittedError
+FIT_FRAME = pandas.DataFrame({"a": [1.0 + i % 7 for i in range(24)], "b": [2.0 + i % 5 for i in range(24)]})
+RENAMED = FIT_FRAME.rename(columns={"b": "c"})
+FIT_TARGET = [i % 2 for i in range(24)]
+METHODS = ("transform", "predict", "predict_proba", "decision_function", "inverse_transform")
+
+def names_checked(cls, fit):
+    """{method: exception line} of the methods refusing renamed columns after ``fit``, and whether
+    ``fit`` returned the instance."""
+    instance = cls()
+    with contextlib.redirect_stdout(io.StringIO()):
+        returned = getattr(instance, fit)(FIT_FRAME, FIT_TARGET)
+        checked = {}
+        for method in METHODS[:4]:
+            if not inspect.isfunction(inspect.getattr_static(cls, method, None)):
+                continue  # absent, or there only for some parameters (available_if)
+            try:
+                getattr(instance, method)(FIT_FRAME)
+            except Exception:
+                continue
+            try:
+                getattr(instance, method)(RENAMED)
+            except ValueError as exc:
+                checked[method] = traceback.format_exception_only(type(exc), exc)[-1].strip().splitlines()[0]
+            except Exception:
+                pass
+    return checked, returned is instance
+
 for key, info in classes.items():
     module_name, _, qualname = key.rpartition(".")
     if not module_name.startswith("sklearn.") or "." in qualname:
@@ -163,7 +235,7 @@ for key, info in classes.items():
     except Exception:
         continue
     unfitted = {}
-    for method in ("transform", "predict", "predict_proba", "decision_function", "inverse_transform"):
+    for method in METHODS:
         if not callable(getattr(instance, method, None)):
             continue
         try:
@@ -174,6 +246,20 @@ for key, info in classes.items():
             pass
     if unfitted:
         info["unfitted"] = unfitted
+    recorded = {}
+    for fit in ("fit", "fit_transform"):
+        if not callable(getattr(cls, fit, None)):
+            continue
+        try:
+            checked, returns_self = names_checked(cls, fit)
+        except Exception:
+            continue
+        if checked:
+            recorded[fit] = checked
+            if fit == "fit":
+                info["fit_returns_self"] = returns_self
+    if recorded:
+        info["names_checked"] = recorded
 
 top = set(sys.builtin_module_names) | set(getattr(sys, "stdlib_module_names", ()))
 top |= {i.name for i in pkgutil.iter_modules([p for p in sys.path if p and os.path.isdir(p)])}
@@ -194,12 +280,23 @@ class RuntimeFacts:
             ``names``, ``complete`` (False when a module ``__getattr__`` may answer other
             names) and ``submodules``.
         callables: Per ``"module.name"``: ``params``, ``var_keyword``, ``template`` (the
-            ``TypeError`` text of an unknown keyword, ``{}`` for its name) and ``class`` (the
-            key of :attr:`classes` for a class).
+            ``TypeError`` text of an unknown keyword, ``{}`` for its name), ``call`` (how CPython
+            binds a call, see below; for a class its ``__init__``'s, with ``bound``: ``self``
+            comes first) where CPython binds the arguments itself, and ``class`` (the key of
+            :attr:`classes` for a class).
         classes: Per ``"module.qualname"``: ``name``, ``attrs`` (``dir`` of the class),
-            ``dynamic`` (a ``__getattr__`` may answer other attributes) and, for a scikit-learn
-            class, ``unfitted``: the exception line each method of a never-fitted, default-built
-            instance raises before reading its input (probed with an input no method can read).
+            ``dynamic`` (a ``__getattr__`` may answer other attributes); for DataFrame and Series,
+            ``methods`` (name -> ``call`` of each plain public method) and, for Series,
+            ``dir_varies`` (names an instance's ``dir`` holds for some dtypes only); for a
+            scikit-learn class, ``unfitted``: the exception line each method of a never-fitted,
+            default-built instance raises before reading its input (probed with an input no method
+            can read), ``names_checked``: per fitting method (``fit``, ``fit_transform``), the
+            methods of a default-built instance fitted on a frame that refuse a frame with other
+            column names, with the exception line, and ``fit_returns_self``.
+
+    A ``call`` is ``qualname``, ``positional`` (names), ``posonly`` and ``defaults`` (counts),
+    ``kwonly`` and ``kwdefaults`` (names), ``varargs`` and ``varkw``: what the function's code
+    object and defaults give CPython to bind arguments with.
     """
 
     digest: str
@@ -252,8 +349,6 @@ def runtime_facts(venv: Path | None = None) -> RuntimeFacts:
     Raises:
         SandboxUnavailableError: The runtime cannot be built or its interpreter fails.
     """
-    from wmrl_envs.sandbox.runtime import load_runtime
-
     runtime = load_runtime(venv)
     marker = json.loads((runtime.venv / ".wmrl-runtime.json").read_text())
     digest = f"{marker['requirements_sha256'][:16]}-py{runtime.version}-f{FACTS_FORMAT}"
@@ -301,8 +396,6 @@ class TaskFacts:
 
 @functools.lru_cache(maxsize=256)
 def _task_facts_cached(public_dir: str, stamp: float) -> TaskFacts:
-    import pandas as pd
-
     root = Path(public_dir)
     files, dirs, headers = set(), {""}, {}
     for path in sorted(root.rglob("*")):

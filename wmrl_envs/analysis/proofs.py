@@ -18,10 +18,14 @@ check                       what is proved                                   sta
                                                                              (NameError)
 ``module_attribute``        ``np.foo``: the installed module has no ``foo``  ``runtime_error``
                                                                              (AttributeError)
-``frame_attribute``         ``df.append``: DataFrame/Series have no such     ``runtime_error``
-                            attribute (and no such column)                   (AttributeError)
-``keyword``                 a keyword the installed callable does not take   ``runtime_error``
-                                                                             (TypeError)
+``frame_attribute``         ``df.append``, ``s.iteritems``: DataFrame/Series ``runtime_error``
+                            have no such attribute (and no such column, no   (AttributeError)
+                            such label in a Series' index)
+``keyword``                 a keyword (or a number of positional arguments)  ``runtime_error``
+                            the installed callable does not take             (TypeError)
+``method_arguments``        ``df.drop("c", 1)``, ``s.fillna(method=...)``:   ``runtime_error``
+                            arguments the installed DataFrame/Series method  (TypeError)
+                            does not bind
 ``missing_file``            a literal path read that is not a file           ``runtime_error``
                                                                              (FileNotFoundError)
 ``missing_column``          a literal column absent from a frame whose       ``runtime_error``
@@ -31,11 +35,18 @@ check                       what is proved                                   sta
 ``unfitted_estimator``      ``transform``/``predict`` of a scikit-learn      ``runtime_error``
                             estimator built with no arguments and never      (NotFittedError)
                             handed to anything since (probed in the runtime)
+``feature_names``           ``predict``/``transform``... of an estimator, or ``runtime_error``
+                            a pipeline of them, fitted on a frame, given a   (ValueError)
+                            frame with other column names (the estimator's
+                            check probed in the runtime)
 ==========================  ===============================================  ====================
 
 **A proof is never wrong about failure.** The prover follows execution order through
 straight-line code only: the module's top level, the chosen branch of an ``if`` whose test is a
-known constant, loops over literal sequences, and the bodies of functions called from there. It
+known constant, loops without ``break``/``continue`` over what it knows is iterated (a literal
+sequence or dict, a name bound to one, its ``keys()``/``values()``/``items()``, ``range`` of
+constants, ``enumerate``/``zip`` of those, a frame's known columns: every iteration, or only
+the first of more than :data:`MAX_UNROLL`), and the bodies of functions called from there. It
 says nothing about code inside ``try``, ``with``, other loops and branches (an exception there
 may be caught, or the code may not run), and nothing at all about a script that can leave early
 or run code it cannot see (``exit``, ``os._exit``, ``exec``, ``getattr``, ``importlib``,
@@ -67,6 +78,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
+from pyflakes import checker, messages
 
 from wmrl_envs import outcome
 from wmrl_envs.analysis.facts import RuntimeFacts, TaskFacts, runtime_facts, task_facts
@@ -128,6 +142,16 @@ READ_ONLY_METHODS = SAME_COLUMNS | frozenset({
 PURE_BUILTINS = frozenset({"print", "len", "str", "int", "float", "bool", "round", "format", "repr", "sorted",
                            "list", "tuple", "dict", "set", "min", "max", "sum", "abs", "isinstance", "type",
                            "range", "enumerate", "zip", "any", "all", "map", "filter", "reversed", "hash", "id"})
+#: dict methods that change nothing.
+DICT_READERS = frozenset({"get", "keys", "values", "items", "copy"})
+#: Estimator parameters that no method of a scikit-learn estimator reads before it checks its input's
+#: column names (capacity, regularisation, seeds, threads): an estimator built with only these, as
+#: constants, refuses other column names as the default-built one the facts probed does.
+NAME_NEUTRAL_PARAMS = frozenset({
+    "random_state", "n_jobs", "verbose", "n_estimators", "max_depth", "max_iter", "max_leaf_nodes",
+    "min_samples_leaf", "min_samples_split", "max_features", "learning_rate", "subsample", "C", "alpha",
+    "l1_ratio", "tol", "class_weight", "fit_intercept", "n_neighbors", "hidden_layer_sizes", "early_stopping",
+    "l2_regularization", "criterion", "bootstrap", "with_mean", "with_std", "strategy", "fill_value"})
 #: Libraries whose functions write files only through the names in :data:`WRITE_NAMES`.
 _LIBRARIES = ("numpy.", "pandas.", "sklearn.", "scipy.")
 _BUILTINS = frozenset(dir(builtins))
@@ -136,6 +160,8 @@ _OPAQUE_WORDS = "|".join(sorted(OPAQUE_NAMES | OPAQUE_MODULES))
 _OPAQUE_HINT = re.compile(rf"\b(?:{_OPAQUE_WORDS}|os|sys|from\s+\.|import\s+\*|async|await|yield|global|nonlocal)\b")
 MAX_UNROLL = 64
 MAX_CALL_DEPTH = 4
+#: Statements walked per script (nested loops multiply) before the prover gives up on it.
+MAX_STATEMENTS = 20_000
 _WORKSPACE = posixpath.dirname(SANDBOX_PATH)  # the run's working directory
 
 
@@ -196,16 +222,27 @@ class _Callable:
 
 @dataclass
 class _Frame:
-    """A pandas DataFrame; ``columns`` None when not known exactly."""
+    """A pandas DataFrame; ``columns`` None when not known exactly. ``plain_index``: while the
+    columns are known, its index certainly holds no string label (a CSV's rows, or some of them)."""
 
     columns: list[str] | None
+    plain_index: bool = False
 
 
 @dataclass
 class _Keys:
-    """A dict literal whose keys are constant strings (its values are not followed)."""
+    """A dict literal whose keys are constant strings, with the abstract value of each."""
 
     keys: tuple[str, ...]
+    values: tuple[Any, ...]
+
+
+@dataclass
+class _Series:
+    """A pandas Series: one column of a frame whose columns were known. ``plain_index``: its index
+    holds no string label, so no attribute name is answered by a label (``NDFrame.__getattr__``)."""
+
+    plain_index: bool
 
 
 @dataclass
@@ -214,12 +251,30 @@ class _Columns:
 
 
 @dataclass
-class _Unfitted:
-    """A scikit-learn estimator built with its defaults and never fitted since; ``methods`` maps
-    what it cannot do yet to the exception line it raises (probed, :mod:`.facts`)."""
+class _Estimator:
+    """A scikit-learn estimator, or a pipeline of them, that the walk built (facts probed, :mod:`.facts`).
 
-    methods: dict[str, str]
+    Attributes:
+        unfitted: What each method raises before any fit, for one built with its defaults ({} else).
+        names_checked: Per fitting method (``fit``, ``fit_transform``): the methods that then refuse
+            a frame whose column names are not those it was fitted on, with the line they raise.
+        returns_self: ``fit`` returns the estimator itself.
+        pipeline: A pipeline, whose steps (reached through it) may be fitted apart.
+        fresh: Never fitted nor handed to anything since it was built.
+        fitted_on: The fitting method and the column names of the frame it was last fitted on,
+            while nothing else can have fitted it since.
+    """
+
+    unfitted: dict[str, str]
+    names_checked: dict[str, dict[str, str]]
+    returns_self: bool = False
+    pipeline: bool = False
     fresh: bool = True
+    fitted_on: tuple[str, tuple[str, ...]] | None = None
+
+    def forget(self) -> None:
+        """Anything may have fitted it since."""
+        self.fresh, self.fitted_on = False, None
 
 
 @dataclass
@@ -369,8 +424,6 @@ def _opaque(tree: ast.Module, script: str) -> bool:
 
 def _undefined_names(tree: ast.Module) -> set[tuple[int, int, str]]:
     """(line, column, name) of every name pyflakes reports as never bound."""
-    from pyflakes import checker, messages
-
     report = checker.Checker(tree, filename=SANDBOX_PATH)
     return {(m.lineno, m.col, m.message_args[0]) for m in report.messages if isinstance(m, messages.UndefinedName)}
 
@@ -419,7 +472,9 @@ class _Walker:
 
     What it knows of values is kept only while nothing it cannot follow may have changed them:
     code that may or may not run, and any call into the script's own functions, make it forget
-    every frame's columns and every mutable constant.
+    every frame's columns, every mutable constant and what fitted each estimator; a value that
+    goes where it does not look (a list of values it does not follow, an attribute, a call) is
+    forgotten, and a loop whose body may change what it iterates is not walked further.
     """
 
     facts: RuntimeFacts
@@ -428,6 +483,8 @@ class _Walker:
     undefined: set[tuple[int, int, str]] | None = None  # pyflakes' report, read on first need
     wrote: bool = False  # a call that may have created a file has run
     escaped: bool = False  # the script's own code was handed out: any call may run it
+    built: dict[ast.Call, _Estimator] = field(default_factory=dict)  # the estimator each call last built
+    statements: int = 0  # walked so far (see MAX_STATEMENTS)
     calls: list[str] = field(default_factory=list)  # user functions being walked
 
     def run(self) -> None:
@@ -443,10 +500,19 @@ class _Walker:
         return True
 
     def _statement(self, stmt: ast.stmt, scope: _Scope) -> bool:
+        self.statements += 1
+        if self.statements > MAX_STATEMENTS:
+            raise _Opaque("too many statements to walk")
         if isinstance(stmt, ast.Expr):
             self._eval(stmt.value, scope)
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             if stmt.value is None:
+                return True
+            if _unpacks(stmt):  # ``a, b = x, y``: each name takes its value, as if assigned alone
+                values = [self._eval(e, scope) for e in stmt.value.elts]  # type: ignore[union-attr]
+                for target in stmt.targets:  # type: ignore[union-attr]
+                    for element, value in zip(target.elts, values):  # type: ignore[attr-defined]
+                        self._assign(element, value, scope)
                 return True
             value = self._eval(stmt.value, scope)
             for target in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
@@ -500,16 +566,82 @@ class _Walker:
         return True
 
     def _for(self, stmt: ast.For, scope: _Scope) -> bool:
-        iterable = self._eval(stmt.iter, scope)
-        items = iterable.value if isinstance(iterable, _Const) and isinstance(iterable.value, (list, tuple)) else None
+        """A loop over items it knows runs its body for each, in order; of a loop over more than
+        :data:`MAX_UNROLL` items, only the first iteration is walked (the rest is unseen)."""
+        items, sources = self._iteration(stmt.iter, scope)
         jumps = any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(stmt))
-        if items is None or jumps or stmt.orelse or len(items) > MAX_UNROLL:
+        if items is None or jumps or stmt.orelse:
             return self._unseen([stmt], scope)
-        for item in list(items):
-            self._assign(stmt.target, _Const(item), scope)
+        watched = [source for source in sources if self._held(source, scope)]
+        for index, item in enumerate(items):
+            if index == 1 and len(items) > MAX_UNROLL:
+                return self._unseen([stmt], scope)  # too long to unroll: its first iteration is certain
+            self._bind_item(stmt.target, item, scope)
             if not self._block(stmt.body, scope):
                 return False
+            if not all(self._held(source, scope) for source in watched):
+                # The body may have changed what the loop reads next: the rest is not known.
+                return self._unseen([stmt], scope)
         return True
+
+    def _iteration(self, node: ast.expr, scope: _Scope) -> tuple[list[Any] | None, list[Any]]:
+        """What a ``for`` over ``node`` binds, in order (None when not known; at most
+        :data:`MAX_UNROLL` + 1 items), and the mutable values it reads as it goes. Evaluates
+        ``node`` once, as Python does; a tuple item is one per ``enumerate``/``zip``/``items()``."""
+        if isinstance(node, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in node.elts):
+            return [self._eval(e, scope) for e in node.elts], []  # a new sequence: nothing else can change it
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not scope.is_bound(node.func.id) \
+                and node.func.id in ("range", "enumerate", "zip") and node.args and not node.keywords \
+                and not any(isinstance(a, ast.Starred) for a in node.args):
+            if node.func.id == "range":
+                bounds = [self._eval(a, scope) for a in node.args]
+                if len(bounds) > 3 or not all(isinstance(b, _Const) and type(b.value) is int for b in bounds) \
+                        or (len(bounds) == 3 and bounds[2].value == 0):
+                    return None, []
+                return [_Const(i) for i in range(*(b.value for b in bounds))[:MAX_UNROLL + 1]], []
+            if node.func.id == "enumerate" and len(node.args) > 1:
+                for argument in node.args:
+                    self._eval(argument, scope)
+                return None, []
+            parts = [self._iteration(a, scope) for a in node.args]
+            if any(items is None for items, _ in parts):
+                return None, []
+            sources = [source for _, part in parts for source in part]
+            if node.func.id == "enumerate":
+                return [(_Const(i), item) for i, item in enumerate(parts[0][0])], sources
+            return [tuple(group) for group in zip(*(items for items, _ in parts))], sources
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+                and node.func.attr in ("keys", "values", "items") and not node.args and not node.keywords \
+                and isinstance(scope.lookup(node.func.value.id), _Keys):
+            mapping = self._eval(node.func.value, scope)
+            pairs = list(zip(mapping.keys, mapping.values))
+            views = {"keys": [_Const(k) for k, _ in pairs], "values": [v for _, v in pairs],
+                     "items": [(_Const(k), v) for k, v in pairs]}
+            return views[node.func.attr], [mapping]
+        value = self._eval(node, scope)
+        if isinstance(value, _Const) and isinstance(value.value, (list, tuple)):
+            return [_Const(v) for v in value.value[:MAX_UNROLL + 1]], [value] if isinstance(value.value, list) else []
+        if isinstance(value, _Keys):
+            return [_Const(k) for k in value.keys], [value]
+        if isinstance(value, _Columns) and value.frame.columns is not None:
+            return [_Const(c) for c in value.frame.columns], []  # the Index it iterates cannot change
+        return None, []
+
+    def _bind_item(self, target: ast.expr, item: Any, scope: _Scope) -> None:
+        """Bind one iteration's item; a tuple item unpacks into a target of its length."""
+        if isinstance(item, tuple):
+            if isinstance(target, (ast.Tuple, ast.List)) and len(target.elts) == len(item) \
+                    and not any(isinstance(e, ast.Starred) for e in target.elts):
+                for element, part in zip(target.elts, item):
+                    self._bind_item(element, part, scope)
+                return
+            item = _Const(tuple(p.value for p in item)) if all(isinstance(p, _Const) for p in item) else UNKNOWN
+        self._assign(target, item, scope)
+
+    @staticmethod
+    def _held(value: Any, scope: _Scope) -> bool:
+        """Whether a name in scope still holds ``value`` (a changed mutable value is unbound)."""
+        return any(held is value for s in scope.chain() for held in s.names.values())
 
     def _unseen(self, body: list[ast.stmt], scope: _Scope) -> bool:
         """Code that may or may not run: forget whatever it could change. False when it may
@@ -531,27 +663,33 @@ class _Walker:
         return not _may_return(body)
 
     def _forget_all(self, scope: _Scope) -> None:
-        """Every frame loses its known columns and every mutable constant its value."""
+        """Every frame loses its known columns, every estimator what fitted it, and every
+        mutable value (and Series, which a name may now hold no more) its value."""
         for s in scope.chain():
             for name, value in list(s.names.items()):
                 if isinstance(value, _Frame):
                     value.columns = None
-                elif isinstance(value, _Unfitted):
-                    value.fresh = False
-                elif isinstance(value, _Const) and not _immutable(value.value):
+                elif isinstance(value, _Estimator):
+                    value.forget()
+                elif _mutable(value):
                     s.names[name] = UNKNOWN
 
     def _forget(self, value: Any, scope: _Scope) -> None:
-        """One value may have changed in place: forget it under every name that holds it."""
+        """One value may have changed in place: forget it under every name that holds it, or a
+        constant that shares a list with it, and what a dict of it holds."""
         if isinstance(value, _Frame):
             value.columns = None
-        elif isinstance(value, _Unfitted):
-            value.fresh = False  # whatever it was handed to may fit it
-        elif isinstance(value, _Const) and not _immutable(value.value):
+        elif isinstance(value, _Estimator):
+            value.forget()  # whatever it was handed to may fit it
+        elif _mutable(value):
+            shared = _containers(value)
             for s in scope.chain():
                 for name, held in list(s.names.items()):
-                    if held is value:
+                    if _reaches(held, value, shared):
                         s.names[name] = UNKNOWN
+            if isinstance(value, _Keys):
+                for held in value.values:
+                    self._forget(held, scope)
 
     # ------------------------------------------------------------------ imports
     def _module_known_absent(self, module: str) -> bool:
@@ -616,9 +754,11 @@ class _Walker:
                         container.columns.append(key.value)
                     return
             self._forget_root(target, scope)
+            self._forget(value, scope)  # now also held where the walk does not look
         elif isinstance(target, ast.Attribute):
             self._eval(target.value, scope)
             self._forget_root(target, scope)
+            self._forget(value, scope)
 
     def _forget_root(self, node: ast.expr, scope: _Scope) -> None:
         """A store or an in-place call through ``x[...]``, ``x.a``, ``x.loc[...]``: x may have changed."""
@@ -653,20 +793,27 @@ class _Walker:
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             values = [self._eval(e, scope) for e in node.elts]
             if isinstance(node, ast.Set) or not all(isinstance(v, _Const) for v in values):
+                for value in values:
+                    self._forget(value, scope)  # held by a container the walk does not follow now
                 return UNKNOWN
             items = [v.value for v in values]
             return _Const(items if isinstance(node, ast.List) else tuple(items))
         if isinstance(node, ast.Dict):
-            keys = [None if k is None else self._eval(k, scope) for k in node.keys]
-            for value in node.values:
-                self._eval(value, scope)
-            if all(isinstance(k, _Const) and isinstance(k.value, str) for k in keys):
-                return _Keys(tuple(dict.fromkeys(k.value for k in keys)))
+            pairs = [(None if k is None else self._eval(k, scope), self._eval(v, scope))
+                     for k, v in zip(node.keys, node.values)]  # key, value, key, ... as Python does
+            if all(isinstance(k, _Const) and isinstance(k.value, str) for k, _ in pairs):
+                mapping = {}
+                for key, value in pairs:
+                    mapping[key.value] = value  # a repeated key keeps its place and takes the last value
+                return _Keys(tuple(mapping), tuple(mapping.values()))
             return UNKNOWN
         if isinstance(node, ast.Attribute):
-            return self._attribute(node, self._eval(node.value, scope))
+            owner = self._eval(node.value, scope)
+            if isinstance(owner, _Estimator) and owner.pipeline:
+                owner.forget()  # a step reached through it may be fitted apart
+            return self._attribute(node, owner)
         if isinstance(node, ast.Subscript):
-            return self._subscript(node, self._eval(node.value, scope), self._eval(node.slice, scope))
+            return self._subscript(node, self._eval(node.value, scope), self._eval(node.slice, scope), scope)
         if isinstance(node, ast.Call):
             return self._call(node, scope)
         if isinstance(node, ast.Compare):
@@ -739,6 +886,8 @@ class _Walker:
             if node.attr == "columns":
                 return _Columns(value)
             self._frame_attribute(node, value)
+        elif isinstance(value, _Series) and value.plain_index:
+            self._series_attribute(node)
         return UNKNOWN
 
     def _module_attribute(self, node: ast.Attribute, module: str) -> Any:
@@ -757,7 +906,7 @@ class _Walker:
         raise _Proved(Proof(outcome.RUNTIME_ERROR, "AttributeError", text, node.lineno, "module_attribute"))
 
     def _frame_attribute(self, node: ast.Attribute, frame: _Frame) -> None:
-        info = self.facts.classes.get(self.facts.callables.get("pandas.DataFrame", {}).get("class", ""))
+        info = self._pandas_class("DataFrame")
         if info is None or frame.columns is None:
             return
         if node.attr in info["attrs"] or node.attr.startswith("_") or node.attr in frame.columns:
@@ -766,15 +915,42 @@ class _Walker:
         text = _attribute_message(f"'DataFrame' object has no attribute '{node.attr}'", node.attr, candidates)
         raise _Proved(Proof(outcome.RUNTIME_ERROR, "AttributeError", text, node.lineno, "frame_attribute"))
 
-    def _subscript(self, node: ast.Subscript, value: Any, key: Any) -> Any:
+    def _series_attribute(self, node: ast.Attribute) -> None:
+        """AttributeError for a name a Series class lacks (its plain index answers none)."""
+        info = self._pandas_class("Series")
+        if info is None or node.attr in info["attrs"] or node.attr.startswith("_"):
+            return
+        # "Did you mean" comes from the instance's dir(), which some names join for some dtypes
+        # only: the message is certain when they do not change the suggestion.
+        varies = set(info.get("dir_varies", ()))
+        text = f"'Series' object has no attribute '{node.attr}'"
+        message = _attribute_message(text, node.attr, sorted(set(info["attrs"]) - varies))
+        if message == _attribute_message(text, node.attr, sorted(set(info["attrs"]) | varies)):
+            raise _Proved(Proof(outcome.RUNTIME_ERROR, "AttributeError", message, node.lineno, "frame_attribute"))
+
+    def _pandas_class(self, name: str) -> dict[str, Any] | None:
+        """The facts of ``pandas.DataFrame`` or ``pandas.Series``."""
+        return self.facts.classes.get(self.facts.callables.get(f"pandas.{name}", {}).get("class", ""))
+
+    def _subscript(self, node: ast.Subscript, value: Any, key: Any, scope: _Scope) -> Any:
+        if isinstance(value, _Estimator) and value.pipeline:
+            value.forget()  # ``pipe[0]``: a step that may be fitted apart
+        if isinstance(value, _Keys):
+            if isinstance(key, _Const) and key.value in value.keys:
+                return value.values[value.keys.index(key.value)]  # the very value, changed where it is
+            for held in value.values:
+                self._forget(held, scope)  # one of them, unknown which, is now held elsewhere
+            return UNKNOWN
         if isinstance(value, _Frame):
             if value.columns is None:
                 return UNKNOWN
             self._check_columns(value, key, node)
             if isinstance(key, _Const) and isinstance(key.value, list):
-                return _Frame(list(key.value))
+                return _Frame(list(key.value), value.plain_index)
             if isinstance(key, _Columns) and key.frame.columns is not None:
-                return _Frame(list(key.frame.columns))
+                return _Frame(list(key.frame.columns), value.plain_index)
+            if isinstance(key, _Const) and isinstance(key.value, str) and value.columns.count(key.value) == 1:
+                return _Series(value.plain_index)
             return UNKNOWN
         if isinstance(value, _Const) and isinstance(key, _Const) and isinstance(value.value, (list, tuple, str)) \
                 and isinstance(key.value, int) and not isinstance(key.value, bool):
@@ -823,8 +999,10 @@ class _Walker:
         if self.escaped and not pure and not isinstance(func, _UserFunction):
             self.wrote = True
             self._forget_all(scope)  # it may run the script's own code, which may change anything
-        if isinstance(owner, _Unfitted):
-            return self._unfitted_call(node, owner)
+        if isinstance(owner, _Estimator):
+            return self._estimator_call(node, owner, args)
+        if isinstance(owner, (_Frame, _Series)):
+            self._check_method_arguments(node, owner)
         if isinstance(func, _Callable):
             for arg in [*args, *keywords.values()]:
                 self._forget(arg, scope)  # e.g. random.shuffle(columns), make_pipeline(scaler, ...)
@@ -835,6 +1013,9 @@ class _Walker:
             if node.func.id == "open":
                 return self._open(node, args, keywords)
             if node.func.id in PURE_BUILTINS:
+                if node.func.id in ("min", "max", "dict"):  # may return an argument, or hold what one holds
+                    for arg in [*args, *keywords.values()]:
+                        self._forget(arg, scope)
                 return _builtin_result(node.func.id, args)
         # Anything else may write files and change what it is given or called on.
         if name in WRITE_NAMES or not isinstance(owner, _Frame):
@@ -842,27 +1023,97 @@ class _Walker:
         if isinstance(owner, _Frame):
             return self._frame_method(node, owner, node.func.attr, args, keywords)
         inplace = any(k.arg == "inplace" for k in node.keywords)
-        if owner is not None and (inplace or not isinstance(owner, (_Module, _Keys, _Columns))):
+        read_only = isinstance(owner, (_Module, _Columns)) or (isinstance(owner, _Keys) and name in DICT_READERS) \
+            or (isinstance(owner, _Series) and name in READ_ONLY_METHODS)
+        if owner is not None and (inplace or not read_only):
             if not (isinstance(owner, _Const) and _immutable(owner.value)):
                 self._forget_root(node.func, scope)
+        if isinstance(owner, _Keys) and name != "keys":
+            for held in owner.values:
+                self._forget(held, scope)  # what it returns holds them
         for arg in [*args, *keywords.values()]:
             self._forget(arg, scope)
         return UNKNOWN
 
-    def _unfitted_call(self, node: ast.Call, estimator: _Unfitted) -> Any:
-        """``transform``/``predict``... of a never-fitted estimator raises NotFittedError; any
-        other method (``fit``, ``set_params``, ...) may fit it."""
+    def _estimator_call(self, node: ast.Call, estimator: _Estimator, args: list[Any]) -> Any:
+        """A method of an estimator the walk built. ``transform``/``predict``... of a never-fitted
+        one raise NotFittedError, and of one fitted on a frame, given a frame with other column
+        names, ValueError; ``fit`` on a frame records its names. Anything else may refit it."""
         method = node.func.attr  # type: ignore[attr-defined]
         plain = len(node.args) == 1 and not node.keywords and not isinstance(node.args[0], ast.Starred)
-        if estimator.fresh and plain and method in estimator.methods:
-            raise _Proved(Proof(outcome.RUNTIME_ERROR, "NotFittedError", estimator.methods[method], node.lineno,
+        if estimator.fresh and plain and method in estimator.unfitted:
+            raise _Proved(Proof(outcome.RUNTIME_ERROR, "NotFittedError", estimator.unfitted[method], node.lineno,
                                 "unfitted_estimator"))
-        estimator.fresh = False
+        frame = args[0] if node.args and not isinstance(node.args[0], ast.Starred) else None
+        columns = tuple(frame.columns) if isinstance(frame, _Frame) and frame.columns is not None else None
+        if plain and columns is not None and estimator.fitted_on is not None:
+            fit, fitted = estimator.fitted_on
+            line = estimator.names_checked.get(fit, {}).get(method)
+            if line is not None and columns != fitted:
+                raise _Proved(Proof(outcome.RUNTIME_ERROR, "ValueError", line, node.lineno, "feature_names"))
+            if line is not None:
+                return UNKNOWN  # the same names: predicting changes nothing
+        if method in ("fit", "fit_transform") and columns is not None and len(set(columns)) == len(columns) \
+                and all(isinstance(c, str) for c in columns) and all(k.arg is not None for k in node.keywords) \
+                and not any(isinstance(a, ast.Starred) for a in node.args):
+            # String column names, all different: scikit-learn records them as the feature names.
+            estimator.fresh = False
+            estimator.fitted_on = (method, columns) if method in estimator.names_checked else None
+            return estimator if method == "fit" and estimator.returns_self else UNKNOWN
+        estimator.forget()
         return UNKNOWN
+
+    def _check_method_arguments(self, node: ast.Call, owner: _Frame | _Series) -> None:
+        """TypeError for arguments a DataFrame's or Series' installed method does not bind."""
+        if isinstance(owner, _Frame) and owner.columns is None:
+            return  # only a frame whose columns are known is surely still a DataFrame
+        info = self._pandas_class("DataFrame" if isinstance(owner, _Frame) else "Series") or {}
+        shape = info.get("methods", {}).get(node.func.attr)  # type: ignore[attr-defined]
+        text = self._call_error(shape, node, bound=True) if shape else None
+        if text is not None:
+            raise _Proved(Proof(outcome.RUNTIME_ERROR, "TypeError", text, node.lineno, "method_arguments"))
+
+    def _call_error(self, shape: dict[str, Any], node: ast.Call, bound: bool) -> str | None:
+        """The TypeError line CPython gives ``node``, a call of a function of ``shape`` (a ``call``
+        of :mod:`.facts`; ``bound``: an instance comes first), or None when it binds or the host's
+        CPython words it otherwise than the runtime's may."""
+        if not _python_matches(self.facts.python) or any(isinstance(a, ast.Starred) for a in node.args) \
+                or any(k.arg is None for k in node.keywords):
+            return None
+        key = (shape["qualname"], tuple(shape["positional"]), shape["posonly"], shape["defaults"],
+               tuple(shape["kwonly"]), tuple(shape["kwdefaults"]), shape["varargs"], shape["varkw"])
+        return _binding_error(key, len(node.args) + bound, tuple(k.arg for k in node.keywords))
+
+    def _pipeline(self, node: ast.Call, path: str, args: list[Any]) -> Any:
+        """A pipeline of estimators built in the call itself (``make_pipeline(A(), B())``,
+        ``Pipeline([("a", A()), ...])``): it refuses other column names as its first step's
+        ``transform`` does, through the methods its last step always has."""
+        if path.endswith("make_pipeline"):
+            steps = args if node.args and not node.keywords and all(isinstance(a, ast.Call) for a in node.args) else []
+        else:
+            spec = node.args[0] if len(node.args) == 1 and not node.keywords else None
+            ok = isinstance(spec, ast.List) and all(isinstance(e, ast.Tuple) and len(e.elts) == 2
+                                                    and isinstance(e.elts[1], ast.Call) for e in spec.elts)
+            steps = [self.built.get(e.elts[1]) for e in spec.elts] if ok else []
+        if not steps or not all(isinstance(step, _Estimator) and not step.pipeline for step in steps):
+            return UNKNOWN
+        first, last = steps[0], steps[-1]
+        if len(steps) == 1:
+            checked = dict(first.names_checked.get("fit", {}))
+        else:
+            line = first.names_checked.get("fit_transform", {}).get("transform")
+            # A method probed on the last step's class is a plain function there: always present.
+            methods = {method for probed in last.names_checked.values() for method in probed}
+            checked = dict.fromkeys(methods, line) if line else {}
+        return _Estimator({}, {"fit": checked} if checked else {}, returns_self=True, pipeline=True)
 
     def _library_call(self, node: ast.Call, path: str, args: list[Any], keywords: dict[str | None, Any]) -> Any:
         facts = self.facts.callables.get(path, {})
-        if "params" in facts and not facts["var_keyword"]:
+        if "call" in facts:
+            text = self._call_error(facts["call"], node, bound=facts["call"].get("bound", False))
+            if text is not None:
+                raise _Proved(Proof(outcome.RUNTIME_ERROR, "TypeError", text, node.lineno, "keyword"))
+        elif "params" in facts and not facts["var_keyword"]:
             for keyword in node.keywords:
                 if keyword.arg is not None and keyword.arg not in facts["params"]:
                     text = "TypeError: " + facts["template"].format(keyword.arg)
@@ -876,11 +1127,21 @@ class _Walker:
             if canonical == "pandas.read_csv" and isinstance(target, _Const) and isinstance(target.value, str) \
                     and set(keywords) <= COLUMN_KEEPING_READ_OPTIONS and len(args) == 1:
                 header = self.task.headers.get(_data_relative(target.value) or "")
-                return _Frame(list(header) if header is not None else None)
+                return _Frame(list(header), plain_index=True) if header is not None else _Frame(None)
             return _Frame(None) if canonical.startswith("pandas.") else UNKNOWN
-        unfitted = self.facts.classes.get(facts.get("class", ""), {}).get("unfitted")
-        if unfitted and not node.args and not node.keywords:
-            return _Unfitted(dict(unfitted))  # built as the facts probed it: with its defaults
+        if canonical in ("sklearn.pipeline.make_pipeline", "sklearn.pipeline.Pipeline"):
+            return self._pipeline(node, canonical, args)
+        info = self.facts.classes.get(facts.get("class", ""), {})
+        if info.get("unfitted") or info.get("names_checked"):
+            # What the facts probed holds for one built with its defaults, and what it checks of
+            # column names for one built with neutral constants too.
+            default = not node.args and not node.keywords
+            neutral = not node.args and all(k.arg in NAME_NEUTRAL_PARAMS and isinstance(keywords[k.arg], _Const)
+                                            for k in node.keywords)
+            estimator = _Estimator(dict(info.get("unfitted", {})) if default else {},
+                                   info.get("names_checked", {}) if neutral else {}, info.get("fit_returns_self", False))
+            self.built[node] = estimator
+            return estimator
         if canonical == "pandas.DataFrame":
             data = args[0] if args else keywords.get("data")
             if isinstance(data, _Keys) and set(keywords) <= {"data"} and len(args) <= 1:
@@ -908,7 +1169,7 @@ class _Walker:
             return self._result(frame, None, inplace)
         if method in SAME_COLUMNS and not inplace and not args and set(keywords) <= {"deep"} | (
                 {"n"} if method in ("head", "tail") else set()):
-            return _Frame(None if frame.columns is None else list(frame.columns))
+            return _Frame(None if frame.columns is None else list(frame.columns), frame.plain_index)
         if inplace or method not in READ_ONLY_METHODS:
             frame.columns = None
         return UNKNOWN
@@ -918,7 +1179,7 @@ class _Walker:
         if inplace:
             frame.columns = columns
             return _Const(None)
-        return _Frame(columns)
+        return _Frame(columns, frame.plain_index)
 
     def _user_call(self, node: ast.Call, function: ast.FunctionDef, args: list[Any], scope: _Scope) -> Any:
         self.wrote = True  # what it does is only followed where it is straight-line
@@ -1028,11 +1289,53 @@ def _immutable(value: Any) -> bool:
         isinstance(value, tuple) and all(_immutable(v) for v in value))
 
 
+def _mutable(value: Any) -> bool:
+    """Whether an abstract value may change in place, so that a name holding it must let it go
+    when it may have (a Series too: its index may have)."""
+    return isinstance(value, (_Keys, _Series)) or (isinstance(value, _Const) and not _immutable(value.value))
+
+
+def _reaches(held: Any, value: Any, shared: set[int]) -> bool:
+    """Whether a change to ``value`` (holding the containers ``shared``) may change ``held``."""
+    if held is value:
+        return True
+    if isinstance(held, _Keys):
+        return any(_reaches(v, value, shared) for v in held.values)
+    return bool(shared) and not shared.isdisjoint(_containers(held))
+
+
+def _containers(value: Any) -> set[int]:
+    """The ids of the mutable containers a constant holds, itself included: constants built from
+    one another share them (``both = [cols]``), and a change through one changes the other."""
+    found: set[int] = set()
+    stack = [value.value] if isinstance(value, _Const) else []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, dict, set)):
+            if id(item) in found:
+                continue
+            found.add(id(item))
+        if isinstance(item, (list, tuple, set)):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return found
+
+
 def _root_name(node: ast.expr) -> str | None:
     """``x`` for ``x``, ``x.a``, ``x[k]``, ``x.loc[k].b`` and ``x.f(...).g``."""
     while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
         node = node.func if isinstance(node, ast.Call) else node.value
     return node.id if isinstance(node, ast.Name) else None
+
+
+def _unpacks(stmt: ast.Assign | ast.AnnAssign) -> bool:
+    """Whether ``stmt`` is ``a, b = x, y`` (targets as long as the display, nothing starred)."""
+    value = stmt.value
+    return isinstance(stmt, ast.Assign) and isinstance(value, (ast.Tuple, ast.List)) \
+        and not any(isinstance(e, ast.Starred) for e in value.elts) \
+        and all(isinstance(t, (ast.Tuple, ast.List)) and len(t.elts) == len(value.elts)
+                and not any(isinstance(e, ast.Starred) for e in t.elts) for t in stmt.targets)
 
 
 def _may_return(body: list[ast.stmt]) -> bool:
@@ -1085,11 +1388,39 @@ def _fold_compare(op: ast.cmpop, left: Any, right: Any) -> Any:
     return UNKNOWN
 
 
+def _python_matches(version: str) -> bool:
+    """Whether the host's CPython is the runtime's minor version (which words its TypeErrors)."""
+    return version.split(".")[:2] == [str(n) for n in sys.version_info[:2]]
+
+
+@functools.lru_cache(maxsize=1024)
+def _binding_error(shape: tuple[Any, ...], positional: int, keywords: tuple[str, ...]) -> str | None:
+    """The TypeError line CPython gives ``positional`` arguments and these keywords passed to a
+    function of this shape (facts' ``call``), or None when they bind: CPython itself binds them to
+    a stand-in with the same parameters and qualified name."""
+    qualname, names, posonly, defaults, kwonly, kwdefaults, varargs, varkw = shape
+    params = [f"{n}=None" if i >= len(names) - defaults else n for i, n in enumerate(names)]
+    if posonly:
+        params.insert(posonly, "/")
+    if varargs or kwonly:
+        params.append("*_wmrl_args" if varargs else "*")
+    params += [f"{n}=None" if n in kwdefaults else n for n in kwonly]
+    if varkw:
+        params.append("**_wmrl_kwargs")
+    namespace: dict[str, Any] = {}
+    exec(compile(f"def stand_in({', '.join(params)}):\n    pass\n", "<proof>", "exec"), namespace)
+    stand_in = namespace["stand_in"]
+    stand_in.__qualname__ = qualname
+    try:
+        stand_in(*[None] * positional, **dict.fromkeys(keywords))
+    except TypeError as exc:
+        return _exception_line(exc)
+    return None
+
+
 @functools.lru_cache(maxsize=1024)
 def _pandas_key_error(columns: tuple[str, ...], wanted: Any, drop: bool) -> str | None:
     """pandas' own KeyError line for selecting (or dropping) ``wanted`` from these columns."""
-    import pandas as pd
-
     frame = pd.DataFrame(columns=list(columns))
     key = list(wanted) if isinstance(wanted, tuple) else wanted
     try:
