@@ -68,7 +68,8 @@ def write_result(name: str, module: str, payload: dict[str, Any], markdown: str)
     script ``module`` with the arguments this process was given."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {"machine": provenance(), **payload}
-    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=float))
+    # Compact: the .md is the human reading; the JSON is data, and bench/results has a size budget.
+    (RESULTS / f"{name}.json").write_text(json.dumps(payload, separators=(",", ":"), default=float) + "\n")
     md = RESULTS / f"{name}.md"
     info = payload["machine"]
     footer = (f"\n\n{info['cores']} cores, {info['ram_gib']} GiB RAM, {info['date'][:10]}, "

@@ -21,10 +21,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from trainers.evaluate import DEFAULT_MAX_INFRA_SHARE
+from trainers.families import get_family
+from trainers.plots import write_plots
+from trainers.wmrl_config import GROUPS, PRESETS, WMRLConfig, flat_fields
 from wmrl_envs.errors import WMRLError
 from wmrl_envs.extras import requires_extra
 from wmrl_envs.provenance import provenance
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
+from wmrl_envs.tasks import SPLIT_CHOICES, SPLITS
+from wmrl_envs.tasks.cli import add_grade_parser, add_tasks_parser
+from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
 
 
 class DeprecatedAlias(argparse.Action):
@@ -62,8 +69,6 @@ def add_field_arg(parser: argparse.ArgumentParser, f: dataclasses.Field, flag_na
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
     """Flags for every :class:`~trainers.wmrl_config.WMRLConfig` field: run-level, then each group's."""
-    from trainers.wmrl_config import GROUPS, WMRLConfig, flat_fields
-
     for f in dataclasses.fields(WMRLConfig):
         if f.name not in GROUPS:
             add_field_arg(parser, f, f.name)
@@ -73,12 +78,9 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from trainers.wmrl_config import GROUPS, WMRLConfig, flat_fields
-
     with requires_extra("torch", "wmrl train"):
-        from trainers.families import get_family
-        from trainers.policies import make_policy
-        from trainers.wmrl import WMRLTrainer
+        from trainers.policies import make_policy  # noqa: PLC0415 - torch is the optional [torch] extra; requires_extra names it
+        from trainers.wmrl import WMRLTrainer  # noqa: PLC0415 - torch is the optional [torch] extra; requires_extra names it
 
     names = set(flat_fields()) | {f.name for f in dataclasses.fields(WMRLConfig) if f.name not in GROUPS}
     config = WMRLConfig.from_flat(**{k: v for k, v in vars(args).items() if k in names})
@@ -96,7 +98,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     finally:
         adapter.close()
         trainer.core.close()
-    from trainers.plots import write_plots
 
     write_plots(trainer.run_dir, trainer.history, trainer.calibrator.state_dict(), trainer.ledger.totals)
     evaluation = None
@@ -138,15 +139,13 @@ def write_run_summary(trainer, evaluation: tuple[str, str, list[dict]] | None) -
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from trainers.families import get_family
-
     with requires_extra("torch", "wmrl eval"):  # every family's module imports torch
         profile = get_family(args.env)
     return profile.evaluate(args)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from wmrl_envs.integrations.openenv import serve
+    from wmrl_envs.integrations.openenv import serve  # noqa: PLC0415 - the optional [openenv] extra (fastapi, uvicorn), for wmrl serve only
 
     serve(args.env, host=args.host, port=args.port, max_sessions=args.max_sessions, reward=args.reward,
           split=args.split, task_ids=args.tasks, max_turns=args.max_turns, executor=args.executor,
@@ -161,14 +160,8 @@ def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wmrl", description="WMRL: world-model RL for research agents")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from wmrl_envs.tasks import SPLIT_CHOICES, SPLITS
-    from wmrl_envs.tasks.cli import add_grade_parser, add_tasks_parser
-
     add_tasks_parser(sub)
     add_grade_parser(sub)
-
-    from trainers.evaluate import DEFAULT_MAX_INFRA_SHARE
-    from trainers.wmrl_config import PRESETS
 
     tr = sub.add_parser("train", help="post-train a policy with WMRL or a baseline mode")
     add_config_args(tr)
@@ -233,7 +226,7 @@ def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
     sv.add_argument("--max-turns", type=int, default=1, help="responses per episode (default: %(default)s)")
     sv.add_argument("--executor", default=DEFAULT_EXECUTOR, help=EXECUTOR_HELP)
     sv.add_argument("--workers", type=int, default=None, help="parallel executions (default: one per core)")
-    sv.add_argument("--world-model", default="surrogate", help="world model name (default: %(default)s)")
+    sv.add_argument("--world-model", default=DEFAULT_WORLD_MODEL, help="world model name (default: %(default)s)")
     sv.add_argument("--anchor-fraction", type=float, default=0.1,
                     help="fused: share of anchor groups (default: %(default)s)")
     sv.add_argument("--anchor-seed", type=int, default=0, help="fused: seed of the anchor hash (default: %(default)s)")
@@ -244,8 +237,6 @@ def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from trainers.wmrl_config import PRESETS
-
     first = argparse.ArgumentParser(add_help=False)
     first.add_argument("--preset", choices=sorted(PRESETS))
     known, _ = first.parse_known_args(sys.argv[1:] if argv is None else argv)

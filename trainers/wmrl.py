@@ -65,6 +65,8 @@ from wmrl_envs.scoring import ConstantSchedule, ScoringCore, StepSchedule, sampl
 from wmrl_envs.scoring.shaping import shaped_return
 
 CHECKPOINT = "checkpoint.pt"
+#: Every anchor sample of the run, predicted and executed (appended each step).
+ANCHORS_LOG = "anchors.csv"
 
 
 class WMRLTrainer:
@@ -121,6 +123,7 @@ class WMRLTrainer:
     def train_step(self) -> dict[str, float]:
         cfg, step = self.config, self.step
         outcomes = self.collect(step)
+        self._log_anchors(step, outcomes)
         rollouts, rewards, is_anchor, metrics = self._rewards(outcomes)
         metrics.update(self._count_infra(outcomes))
         if cfg.uses_anchors and isinstance(self.core.schedule, StepSchedule):
@@ -308,10 +311,30 @@ class WMRLTrainer:
                 if k != "step" and isinstance(v, (int, float)) and np.isfinite(v):
                     tb.add_scalar(k, v, metrics["step"])
 
+    def _log_anchors(self, step: int, outcomes: list[GroupOutcome]) -> None:
+        """Append the step's anchor samples to ``anchors.csv``: what the world model predicted before
+        each ran (score, status, P(valid), the stage that answered) beside what the run gave, so the
+        world model can be judged prequentially (``bench/world_model_oos.py --run``)."""
+        rows = [{"step": step, "task_id": s.task_id, "group_id": o.scored.group_id, "stratum": s.stratum or "",
+                 "wm_stage": s.wm_stage or "",
+                 "wm_status": s.wm_status or "", "wm_p_valid": s.p_valid, "wm_score_raw": s.wm_score_raw,
+                 "wm_score_calibrated": s.wm_score_calibrated, "status": s.status, "exception": s.exception or "",
+                 "real_score": s.real_score, "executed": s.executed}
+                for o in outcomes if o.stream == "anchor" for s in o.scored.samples if not s.infra_failure]
+        if not rows:
+            return
+        path = self.run_dir / ANCHORS_LOG
+        new = not path.exists()
+        with path.open("a", newline="") as fh:  # appended: a resumed run continues the same log
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            if new:
+                writer.writeheader()
+            writer.writerows(rows)
+
     def _tensorboard(self):
         if self._tb is None and self.config.tensorboard:
             try:
-                from torch.utils.tensorboard import SummaryWriter
+                from torch.utils.tensorboard import SummaryWriter  # noqa: PLC0415 - tensorboard is the optional [plots] extra
             except ImportError:  # the plots extra is optional; CSV metrics are always written
                 self.config.tensorboard = False
                 return None
@@ -364,7 +387,21 @@ class WMRLTrainer:
         if not path.exists():
             return False
         self.load_state_dict(torch.load(path, weights_only=False))
+        self._trim_anchor_log()
         return True
+
+    def _trim_anchor_log(self) -> None:
+        """Drop the anchor rows of steps after the checkpoint: the resumed run scores them again."""
+        path = self.run_dir / ANCHORS_LOG
+        if not path.exists():
+            return
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            fields, rows = reader.fieldnames, [r for r in reader if int(r["step"]) < self.step]
+        with path.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(rows)
 
 
 def make_core(config: WMRLConfig) -> ScoringCore:

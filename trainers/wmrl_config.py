@@ -22,13 +22,17 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from trainers.evaluate import DEFAULT_MAX_INFRA_SHARE, check_max_infra_share
+from trainers.families import get_family
 from wmrl_envs.calibration import CalibratorConfig
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.libero.workers import DEFAULT_EPISODE_TIMEOUT_S
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
 from wmrl_envs.scoring import FusionConfig
 from wmrl_envs.scoring.schedule import check_adaptation, check_min_anchor_groups
+from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
 
+#: World models built on the surrogate, which take its artefact and its proofs' switch.
+SURROGATE_BASED = ("surrogate", "sample_run")
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
 ADVANTAGES = ("std", "mean")
 #: How a simulated family's world-model episodes are scored: cut at ``wm_horizon`` and predicted
@@ -49,7 +53,7 @@ class FamilyConfig:
                 "policy.pt, e.g. from behaviour cloning ('vla'; default: a fresh policy)"})
     split: str = field(default="train", metadata={"help": "task split sampled for training"})
     task_ids: tuple[str, ...] | None = field(default=None, metadata={"help": "restrict training to these tasks"})
-    world_model: str = field(default="surrogate", metadata={"help": "world model name (code envs)"})
+    world_model: str = field(default=DEFAULT_WORLD_MODEL, metadata={"help": "world model name (code envs)"})
     world_model_path: str | None = field(default=None, metadata={
         "help": "surrogate artefact to load (default: the shipped one), e.g. an older one to compare with"})
     prove: bool = field(default=True, metadata={
@@ -74,8 +78,6 @@ class FamilyConfig:
                 "the episode counts as an infrastructure failure (neither success nor failure)"})
 
     def __post_init__(self) -> None:
-        from trainers.families import get_family
-
         if self.task_ids is not None:
             self.task_ids = tuple(str(t) for t in self.task_ids)
         profile = get_family(self.env_id)
@@ -83,7 +85,7 @@ class FamilyConfig:
             raise ConfigError(f"policy {self.policy!r} cannot act in {self.env_id}; use one of {profile.policies}")
         if self.policy == "lm" and not self.policy_path:
             raise ConfigError("the lm policy needs --policy-path pointing at a local transformers checkpoint")
-        if self.world_model_path is not None and self.world_model != "surrogate":
+        if self.world_model_path is not None and self.world_model not in SURROGATE_BASED:
             raise ConfigError(f"world_model_path is a surrogate artefact; world model {self.world_model!r} takes none")
         if self.wm_horizon < 1:
             raise ConfigError(f"wm_horizon must be >= 1, got {self.wm_horizon}")
@@ -102,10 +104,14 @@ class FamilyConfig:
 
     def world_model_kwargs(self) -> dict[str, Any]:
         """Options of ``make_world_model(world_model, ...)``: the surrogate's artefact and whether it
-        proves, so that ``prove=False`` turns off every proof (the scorer's and the world model's)."""
-        if self.world_model != "surrogate":
+        proves, so that ``prove=False`` turns off every proof (the scorer's and the world model's);
+        the multi-fidelity model gets them for its surrogate, and runs its samples on ``executor``."""
+        if self.world_model not in SURROGATE_BASED:
             return {}
-        return {"prove": self.prove, **({"path": self.world_model_path} if self.world_model_path else {})}
+        surrogate = {"prove": self.prove, **({"path": self.world_model_path} if self.world_model_path else {})}
+        if self.world_model == "sample_run":
+            return {"base_kwargs": surrogate, "executor": self.executor}
+        return surrogate
 
 
 @dataclass

@@ -53,6 +53,7 @@ class EnvInfo(TypedDict):
     group_id: Hashable
     stream: str
     status: str
+    decided_by: str
     score: float | None
     raw_score: float | None
     real_score: float | None
@@ -97,6 +98,7 @@ def env_info(result: ScoreResult, group_id: Hashable, *, scored: bool = True) ->
         stream=str(result.stream),
         # A world model that gave no number leaves the status unset; it is an infrastructure failure.
         status=outcome.INFRA_FAILURE if result.infra_failure else str(result.status),
+        decided_by=str(result.decided_by),
         score=_number(result.score) if scored else None,
         raw_score=_number(result.raw_score),
         real_score=_number(result.real_score),

@@ -36,6 +36,8 @@ from wmrl_envs.scoring import (
     extract_code,
 )
 from wmrl_envs.task_spec import Task
+from wmrl_envs.tasks import get_task, list_tasks
+from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
 
 #: Printable ASCII plus whitespace. Feedback is sanitised into it so observations always lie
 #: in the observation space, whatever bytes agent code prints.
@@ -54,6 +56,15 @@ def sanitize(text: str, limit: int) -> str:
     """Map text into :data:`CHARSET` and keep its tail within ``limit`` characters."""
     clean = "".join(c if c in CHARSET else "?" for c in text)
     return clean if len(clean) <= limit else "...[truncated]...\n" + clean[-(limit - 20):]
+
+
+#: How a turn that did not run in full was answered (by ``ScoreResult.decided_by``), as its feedback says.
+PREDICTED_BY = {
+    "proof": "proved without running the script",
+    "sample_run": "from a run of the script on a sample of the task's data; it was not run in full",
+    "reuse": "from an earlier run of the same code; it was not run again",
+    "world_model": "estimated by a world model, the script was not run",
+}
 
 
 class MLEDojoEnv(gym.Env):
@@ -101,7 +112,7 @@ class MLEDojoEnv(gym.Env):
         *,
         executor: str = DEFAULT_EXECUTOR,
         workers: int | None = None,
-        world_model: Any = "surrogate",
+        world_model: Any = DEFAULT_WORLD_MODEL,
         world_model_kwargs: dict[str, Any] | None = None,
         anchor_fraction: float = 0.1,
         anchor_seed: int = 0,
@@ -143,15 +154,11 @@ class MLEDojoEnv(gym.Env):
 
     # ----------------------------------------------------------------- construction
     def _default_task_ids(self, split: str) -> list[str]:
-        from wmrl_envs.tasks import list_tasks
-
         return [t.id for t in list_tasks(suite=self.suite, split=split)]
 
     def _load_task(self, task_id: str) -> Task:
         # A lookup scans every task folder; an env resets thousands of times on the same few tasks.
         if task_id not in self._tasks:
-            from wmrl_envs.tasks import get_task
-
             self._tasks[task_id] = get_task(task_id)
         return self._tasks[task_id]
 
@@ -232,18 +239,16 @@ class MLEDojoEnv(gym.Env):
         return "\n\n".join(parts) + "\n"
 
     def _predicted_line(self, result: ScoreResult) -> str:
-        """A world-model (or proved) outcome says that it is predicted: the script did not run."""
+        """A world-model (or proved) outcome says that it is predicted: the script did not run in full."""
+        how = PREDICTED_BY.get(result.decided_by, PREDICTED_BY["world_model"])
         if result.proved:
-            return f"Result: {result.error} [predicted: proved without running the script]"
+            return f"Result: {result.error} [predicted: {how}]"
         if result.status and result.status != outcome.VALID:
             what = f"{result.status} ({result.exception})" if result.exception else result.status
-            return (f"Result: predicted to fail: {what}; P(valid) = {result.p_valid:.2f} "
-                    "[predicted: estimated by a world model, the script was not run]")
+            return f"Result: predicted to fail: {what}; P(valid) = {result.p_valid:.2f} [predicted: {how}]"
         if self._task.spec.is_heldout:
-            return "Result: predicted valid [predicted: estimated by a world model, the script was not run]. " \
-                   "Scores are hidden on held-out tasks."
-        return (f"Result: predicted valid, estimated score ~ {result.score:.3f} "
-                "[predicted: estimated by a world model, the script was not run]")
+            return f"Result: predicted valid [predicted: {how}]. Scores are hidden on held-out tasks."
+        return f"Result: predicted valid, estimated score ~ {result.score:.3f} [predicted: {how}]"
 
     def _score_line(self, result: ScoreResult) -> str:
         spec = self._task.spec

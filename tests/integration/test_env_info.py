@@ -83,6 +83,11 @@ def _conforms(value, annotation) -> bool:
     return isinstance(value, annotation)
 
 
+#: What may settle a scored sample's outcome on each stream (``info["decided_by"]``).
+DECIDERS_BY_STREAM = {"real": {"execution", "proof"}, "anchor": {"execution", "proof", "sample_run"},
+                      "world_model": {"world_model", "proof", "sample_run", "reuse"}}
+
+
 def test_every_env_reports_one_info_shape_on_every_stream(stream_by_group_id):
     hints = typing.get_type_hints(EnvInfo)
     for env_id in wmrl_envs.ENV_IDS:
@@ -97,5 +102,6 @@ def test_every_env_reports_one_info_shape_on_every_stream(stream_by_group_id):
             assert not wrong, f"{env_id} {stream}: not of the declared type: {wrong}"
             assert set(info["cost"] or ()) == set(COST_KEYS), f"{env_id} {stream}: cost {info['cost']}"
             assert info["stream"] == stream and info["status"] in statuses, (env_id, info["status"])
+            assert info["decided_by"] in DECIDERS_BY_STREAM[stream], (env_id, stream, info["decided_by"])
             numbers = {k for k in (*SCORE_KEYS, "valid") if info[k] is not None}
             assert numbers == MEASURED[stream], f"{env_id} {stream}: measured {sorted(numbers)}"

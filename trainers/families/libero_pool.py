@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from agents.base import Rollout
+from agents.vla.remote import SampledEpisode, VLAWeights, episode_seed
 from trainers.adapters import GroupOutcome
 from trainers.ledger import ComputeLedger
 from wmrl_envs import outcome
@@ -43,7 +44,7 @@ from wmrl_envs.libero.workers import DEFAULT_EPISODE_TIMEOUT_S, JobResult, Simul
 from wmrl_envs.scoring import ScoredGroup, ScoreResult, ScoringCore
 
 #: The raw scores a worker's episode reports (its env's final info, see ``wmrl_envs/libero/env.py``).
-_RAW_FIELDS = ("real_score", "raw_score", "wm_score_raw", "valid", "status")
+_RAW_FIELDS = ("real_score", "raw_score", "wm_score_raw", "valid", "status", "decided_by")
 _NO_COST = {"simulation_s": 0.0, "simulation_cpu_s": 0.0, "simulation_steps": 0, "world_model_s": 0.0}
 
 
@@ -63,8 +64,6 @@ def collect_pooled(adapter: Any, pool: SimulationPool, policy: Any, task_ids: Se
                    group_ids: Sequence[Hashable], group_size: int, ledger: ComputeLedger, core: ScoringCore,
                    shaped: bool) -> list[GroupOutcome]:
     """The scored groups of one update, their episodes run on ``pool`` (the module docstring)."""
-    from agents.vla.remote import SampledEpisode, VLAWeights, episode_seed
-
     cpu0, wall0 = time.process_time(), time.perf_counter()
     streams = core.streams(group_ids)
     order = sorted(range(len(task_ids)), key=lambda i: (streams[i] != "anchor", task_index(task_ids[i])))

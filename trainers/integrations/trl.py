@@ -86,6 +86,7 @@ from wmrl_envs.scoring import (
     sample_weights,
 )
 from wmrl_envs.task_spec import Task
+from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
 
 #: The TRL minor version this module was written and tested against (its private hooks change).
 TESTED_TRL = "1.16"
@@ -121,7 +122,7 @@ def build_dataset(tasks: Iterable[Task], config: CausalLMPolicyConfig | None = N
     return datasets.Dataset.from_list(rows)
 
 
-def make_code_core(anchor_fraction: float = 0.1, seed: int = 0, world_model: Any = "surrogate",
+def make_code_core(anchor_fraction: float = 0.1, seed: int = 0, world_model: Any = DEFAULT_WORLD_MODEL,
                    executor: str = DEFAULT_EXECUTOR, workers: int | None = None, calibration: CalibratorConfig | None = None,
                    fusion: FusionConfig | None = None) -> ScoringCore:
     """A run's scoring core for code tasks: the hash schedule, a calibrator of its own and a code scorer.

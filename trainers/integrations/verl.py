@@ -82,7 +82,10 @@ from wmrl_envs.scoring import (
     sample_weights,
     shared_calibrator,
 )
+from wmrl_envs.scoring.ray_calibrator import RemoteCalibrator, calibrator_actor
 from wmrl_envs.task_spec import Task
+from wmrl_envs.tasks import get_task
+from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
 
 try:
     import torch
@@ -134,7 +137,7 @@ class VerlSettings:
 
     anchor_fraction: float = 0.1
     seed: int = 0
-    world_model: str = "surrogate"
+    world_model: str = DEFAULT_WORLD_MODEL
     executor: str = "ray"
     workers: int | None = None
     calibrator: str | None = CALIBRATOR_ACTOR
@@ -160,7 +163,7 @@ class VerlSettings:
         """The settings in verl's ``algorithm`` config (its ``wmrl`` block; absent: defaults)."""
         block = (algorithm or {}).get(SETTINGS_KEY) or {}
         if hasattr(block, "items") and not isinstance(block, dict):  # an OmegaConf node
-            from omegaconf import OmegaConf
+            from omegaconf import OmegaConf  # noqa: PLC0415 - verl's config library, only in verl's venv
 
             block = OmegaConf.to_container(block, resolve=True)
         if not isinstance(block, dict):
@@ -185,7 +188,6 @@ def make_calibrator(settings: VerlSettings) -> Any:
     """The run's calibrator: the named Ray actor's client, or the process-wide one (``calibrator=None``)."""
     if settings.calibrator is None:
         return shared_calibrator(f"verl/{settings.world_model}", settings.calibration)
-    from wmrl_envs.scoring.ray_calibrator import RemoteCalibrator, calibrator_actor
 
     return RemoteCalibrator(calibrator_actor(settings.calibrator, settings.calibration))
 
@@ -297,8 +299,6 @@ class WMRLRewardManager(RewardManagerBase):
 
     def _task(self, task_id: str) -> Task:
         if task_id not in self._tasks:
-            from wmrl_envs.tasks import get_task
-
             self._tasks[task_id] = get_task(task_id)
         return self._tasks[task_id]
 

@@ -11,6 +11,7 @@ outside a function, ...).
 from __future__ import annotations
 
 import ast
+import hashlib
 import warnings
 from dataclasses import dataclass
 
@@ -61,3 +62,11 @@ def call_name(node: ast.Call) -> str | None:
     if isinstance(node.func, ast.Attribute):
         return node.func.attr
     return None
+
+
+def code_key(script: str) -> str:
+    """The script's code up to whitespace and comments (a hash of its syntax tree), which names
+    the same program however it is laid out; the text's own hash when it does not parse."""
+    tree = parse_script(script).tree
+    text = ast.dump(tree) if tree is not None else script
+    return hashlib.sha256(text.encode()).hexdigest()

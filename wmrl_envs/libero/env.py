@@ -66,6 +66,7 @@ from gymnasium import spaces
 
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.info import FAILURE, SUCCESS, UNFINISHED, env_info
+from wmrl_envs.libero.reward_model import load_reward_model
 from wmrl_envs.libero.sim import MAX_OBJECTS, NO_OP, PROPRIO_DIM, SLOT_DIM, LiberoSim
 from wmrl_envs.libero.tasks import (
     INSTRUCTION_CHARSET,
@@ -290,8 +291,6 @@ class LiberoLongEnv(gym.Env):
     def reward_model(self):
         """The success reward model (loaded on first use)."""
         if self._reward_model is None:
-            from wmrl_envs.libero.reward_model import load_reward_model
-
             self._reward_model = load_reward_model(self.config.reward_model)
         return self._reward_model
 
@@ -308,6 +307,7 @@ class LiberoLongEnv(gym.Env):
         if episode.stream != "world_model":
             result.real_score = result.raw_score = float(success)
         result.status = SUCCESS if success else FAILURE if episode.t >= self.config.max_steps else UNFINISHED
+        result.decided_by = "world_model" if episode.stream == "world_model" else "execution"
         self.core.fuse([ScoredGroup(result.task_id, episode.group_id, episode.stream, [result])])
         return float(result.score)
 

@@ -16,6 +16,10 @@ so its reward (0) and, on an anchor, its calibrator pair (the world model's prov
 response without a fenced Python block is the simplest such proof; it enters no pair, since it
 tells the calibrator nothing about the world model.
 
+A world model may answer exactly too (the multi-fidelity model's sample run of a failure whose
+class it measured never to differ from the full run's, ``Prediction.proved``): such an anchor
+sample is settled as a proof settles it, and not executed again.
+
 Every sample's ``status`` is in the vocabulary of :mod:`wmrl_envs.outcome`, the same for an
 executed run (classified here from the executor's status, the traceback and the grader), a
 proof and a world-model estimate.
@@ -36,16 +40,16 @@ import numpy as np
 from wmrl_envs import outcome
 from wmrl_envs.analysis.code_features import solution_family
 from wmrl_envs.analysis.proofs import Prover
-from wmrl_envs.errors import InvalidSubmissionError
-from wmrl_envs.sandbox import DEFAULT_EXECUTOR
+from wmrl_envs.grading.runs import exception_message, judge_run
+from wmrl_envs.sandbox import DEFAULT_EXECUTOR, ExecutorPool, make_executor
+from wmrl_envs.scoring.experience import ExecutedOutcomes
 from wmrl_envs.scoring.results import ScoredGroup, ScoreResult, bounded, tail
 from wmrl_envs.task_spec import Task
+from wmrl_envs.world_models import DEFAULT_WORLD_MODEL, make_world_model
 
 log = logging.getLogger(__name__)
 _FENCE = re.compile(r"```(?:python|py|python3)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
 NO_CODE = "no fenced ```python block found in the response"
-#: Longest exception line a failed run's result quotes (characters).
-MAX_EXCEPTION_CHARS = 300
 
 
 def extract_code(response: str) -> str | None:
@@ -80,11 +84,13 @@ class CodeScorer:
             executing them (False: every script is predicted or executed).
         execute_proved: Execute proved failures all the same, and take their outcome from the
             run (an audit of the prover: a run that contradicts a proof is logged).
+        reuse: Answer a world-model sample whose code this scorer already executed on its task
+            with that outcome (:mod:`~wmrl_envs.scoring.experience`), before any world model.
     """
 
-    def __init__(self, world_model: Any = "surrogate", world_model_kwargs: dict[str, Any] | None = None,
+    def __init__(self, world_model: Any = DEFAULT_WORLD_MODEL, world_model_kwargs: dict[str, Any] | None = None,
                  executor: str = DEFAULT_EXECUTOR, workers: int | None = None, *, prove: bool = True,
-                 execute_proved: bool = False) -> None:
+                 execute_proved: bool = False, reuse: bool = True) -> None:
         self._world_model_spec = world_model
         self._world_model_kwargs = dict(world_model_kwargs or {})
         self._world_model = None if isinstance(world_model, str) else world_model
@@ -92,6 +98,8 @@ class CodeScorer:
         self.workers = workers
         self.prove = prove
         self.execute_proved = execute_proved
+        self.reuse = reuse
+        self.experience = ExecutedOutcomes()
         self.prover = Prover()
         self._pool = None
         self._answers: dict[str, Any] = {}
@@ -117,8 +125,6 @@ class CodeScorer:
     @property
     def world_model(self):
         if self._world_model is None:
-            from wmrl_envs.world_models import make_world_model
-
             self._world_model = make_world_model(self._world_model_spec, **self._world_model_kwargs)
         return self._world_model
 
@@ -126,8 +132,6 @@ class CodeScorer:
     def pool(self):
         with self._lock:
             if self._pool is None:
-                from wmrl_envs.sandbox import ExecutorPool, make_executor
-
                 self._pool = ExecutorPool(make_executor(self.executor_name), workers=self.workers)
             return self._pool
 
@@ -145,19 +149,33 @@ class CodeScorer:
                 if script is None:
                     sample.valid, sample.error, sample.score = False, NO_CODE, 0.0
                     sample.status, sample.proved, sample.p_valid = outcome.NO_CODE, True, 0.0
+                    sample.decided_by = "proof"
                     if stream != "world_model":
                         sample.real_score = 0.0
                     continue
                 sample.stratum = solution_family(script)
                 if self.prove and self._settle(g.task, script, sample) and not self.execute_proved:
                     continue
+                if stream == "world_model" and self.reuse and self._reuse(g.task, script, sample):
+                    continue
                 if stream in ("world_model", "anchor") and not sample.proved:
                     predict.append((gi, i))
                 if stream in ("real", "anchor"):
                     execute.append((gi, i))
         self._predict(groups, out, predict)
+        if not self.execute_proved:  # an exact prediction (a sample run's exact failure) needs no full run
+            execute = [(gi, i) for gi, i in execute if not self._settled_by_prediction(out[gi].samples[i])]
         self._execute(groups, out, execute)
         return out
+
+    @staticmethod
+    def _settled_by_prediction(sample: ScoreResult) -> bool:
+        """Settle an anchor sample whose predicted outcome is exact: its real score is the 0 that
+        executing it gives (as for a proof), and the full run is saved."""
+        if sample.stream != "anchor" or not sample.proved or sample.executed:
+            return False
+        sample.real_score, sample.valid = 0.0, False
+        return True
 
     def execute(self, tasks: Sequence[Task], scripts: Sequence[str | None]) -> list[ScoreResult]:
         """Execute and grade scripts of any tasks in one fan-out (real scores only, no world model)."""
@@ -175,10 +193,24 @@ class CodeScorer:
         sample.status, sample.exception = proof.status, proof.exception
         sample.error = exception_message(1, proof.message)  # what the run's result line would say
         sample.proved, sample.valid, sample.p_valid, sample.score = True, False, 0.0, 0.0
+        sample.decided_by = "proof"
         if sample.stream in ("real", "anchor"):
             sample.real_score = 0.0  # what executing it gives: a failed run scores 0
         if sample.stream in ("world_model", "anchor"):
             sample.wm_score_raw = 0.0  # what an outcome world model predicts for a proved failure
+            sample.wm_status, sample.wm_stage = proof.status, "proof"
+        return True
+
+    def _reuse(self, task: Task, script: str, sample: ScoreResult) -> bool:
+        """Answer a world-model sample with its code's executed outcome on the task; False when
+        the code never ran there. The outcome is exact (``proved``): no map may move it."""
+        known = self.experience.lookup(task.id, script)
+        if known is None:
+            return False
+        sample.status, sample.exception, sample.error = known.status, known.exception, known.error
+        sample.wm_score_raw = known.real_score  # nothing ran now: no raw metric of this step
+        sample.p_valid = 1.0 if known.status == outcome.VALID else 0.0
+        sample.proved, sample.decided_by = True, "reuse"
         return True
 
     def _predict(self, groups: Sequence[CodeGroup], out: list[ScoredGroup], items: list[tuple[int, int]]) -> None:
@@ -191,7 +223,7 @@ class CodeScorer:
         for (gi, i), p in zip(items, predictions):
             sample = out[gi].samples[i]
             sample.cost["world_model_s"] = sample.cost.get("world_model_s", 0.0) + p.cost_s
-            sample.cost["world_model_cpu_s"] = sample.cost.get("world_model_cpu_s", 0.0) + cpu_each
+            sample.cost["world_model_cpu_s"] = sample.cost.get("world_model_cpu_s", 0.0) + cpu_each + p.cpu_s
             if not p.parsed or not np.isfinite(p.score):
                 # An unscorable prediction is not a score of 0: the sample has no reward.
                 sample.infra_failure = True
@@ -199,7 +231,8 @@ class CodeScorer:
                 continue
             sample.wm_score_raw = float(p.score)
             sample.status, sample.exception, sample.p_valid = p.status, p.exception, float(p.p_valid)
-            sample.proved = p.proved
+            sample.wm_status, sample.wm_stage = p.status, p.stage
+            sample.proved, sample.decided_by = p.proved, p.stage
             # A parsed prediction may still carry a reason; a predicted failure says which.
             sample.error = bounded(p.message if p.status != outcome.VALID and p.message else p.error)
 
@@ -209,6 +242,17 @@ class CodeScorer:
         runs = self.pool.run_batch([(groups[gi].scripts[i], groups[gi].task) for gi, i in items])
         for (gi, i), run in zip(items, runs):
             self._grade(groups[gi].task, out[gi].samples[i], run)
+            self.experience.record(groups[gi].task.id, groups[gi].scripts[i], out[gi].samples[i])
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the run taught the scorer: its executed outcomes and its world model's state (if any)."""
+        model = self._world_model if hasattr(self._world_model, "state_dict") else None
+        return {"experience": self.experience.state_dict(), "world_model": model.state_dict() if model else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.experience.load_state_dict(state["experience"])
+        if state.get("world_model") is not None:
+            self.world_model.load_state_dict(state["world_model"])
 
     def answers(self, task: Task):
         """The task's private answers, read once."""
@@ -217,38 +261,23 @@ class CodeScorer:
         return self._answers[task.id]
 
     def _grade(self, task: Task, sample: ScoreResult, run) -> None:
-        from wmrl_envs.grading import grade_file, submission_cap, task_reward
-        from wmrl_envs.sandbox import ExecutionStatus
-
         proof = (sample.status, sample.exception) if sample.proved else None
         sample.stdout, sample.stderr = tail(run.stdout), tail(run.stderr)
         sample.executed, sample.execution_status, sample.proved = True, run.status.value, False
-        sample.error = None  # an executed sample reports its run, not the world model's prediction
+        sample.decided_by = "execution"
         sample.cost.update(execution_s=run.wall_s, execution_cpu_s=run.cpu_s)
-        sample.status, sample.exception = run_outcome(run)
         try:
-            if run.status is ExecutionStatus.INFRA_ERROR:
-                sample.infra_failure = True
-                sample.error = bounded(f"infrastructure failure (not a score): {run.error}")
-            elif run.status is not ExecutionStatus.OK:
-                sample.error = failure_message(run)
-            elif run.submission_path is None:
-                sample.error = "the script finished but wrote no submission.csv in the working directory"
-            else:
-                raw = grade_file(run.submission_path, self.answers(task), task.spec,
-                                 max_bytes=submission_cap(task.sample_submission_path))
-                score, details = task_reward(task, raw)
-                sample.raw_score, sample.real_score, sample.valid, sample.leaderboard = raw, score, True, details
-                sample.status = outcome.VALID
-        except InvalidSubmissionError as exc:
-            sample.error = bounded(f"invalid submission: {exc}")
-            sample.status = outcome.INVALID_SUBMISSION
+            verdict = judge_run(task, run, self.answers(task))
         finally:
             run.cleanup()
-        if not sample.valid and not sample.infra_failure:
-            sample.valid, sample.real_score = False, 0.0  # an invalid or failed submission scores 0
-        if not sample.infra_failure:
-            sample.score = sample.real_score  # an executed sample's reward is its real score
+        # An executed sample reports its run, not the world model's prediction.
+        sample.status, sample.exception, sample.error = verdict.status, verdict.exception, verdict.error
+        sample.infra_failure = verdict.infra_failure
+        if not verdict.infra_failure:  # an infrastructure failure says nothing of the script: no validity, no score
+            sample.valid = verdict.valid
+            sample.real_score = sample.score = verdict.score  # an executed sample's reward is its real score
+        if verdict.valid:
+            sample.raw_score, sample.leaderboard = verdict.raw_score, verdict.leaderboard
         if proof is not None and not sample.infra_failure and (sample.valid or proof != (sample.status, sample.exception)):
             log.warning("task %s: the run ended %s (%s), its proof said %s: %s", task.id, sample.status,
                         sample.exception, proof, sample.error)
@@ -257,40 +286,5 @@ class CodeScorer:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
-
-
-def run_outcome(run) -> tuple[str, str | None]:
-    """The status (:mod:`wmrl_envs.outcome`) and exception class of a run, before grading: an
-    exit 0 says ``no_submission`` here, and grading turns it into ``valid`` or
-    ``invalid_submission`` when a submission exists."""
-    from wmrl_envs.sandbox import ExecutionStatus
-
-    if run.status is ExecutionStatus.INFRA_ERROR:
-        return outcome.INFRA_FAILURE, None
-    if run.status is ExecutionStatus.TIMEOUT:
-        return outcome.TIMEOUT, None
-    if run.status is ExecutionStatus.MEMORY:
-        return outcome.RUNTIME_ERROR, "MemoryError"
-    if run.status is ExecutionStatus.OK:
-        return outcome.NO_SUBMISSION, None
-    exception, _ = outcome.exception_from_stderr(run.stderr)
-    return outcome.status_of_exception(exception), exception
-
-
-def failure_message(run) -> str:
-    """One bounded line saying why a run failed, with the exception's line when there is one."""
-    from wmrl_envs.sandbox import ExecutionStatus
-
-    if run.status is ExecutionStatus.TIMEOUT:
-        return f"the script exceeded its wall-clock limit and was killed after {run.wall_s:.0f}s"
-    if run.status is ExecutionStatus.MEMORY:
-        return "the script exceeded its memory limit and was killed"
-    _, line = outcome.exception_from_stderr(run.stderr)
-    last = line or next((line.strip() for line in reversed(run.stderr.splitlines()) if line.strip()), "")
-    return exception_message(run.returncode, last)
-
-
-def exception_message(returncode: int | None, line: str) -> str:
-    """A failed run's result line: its exit code and the exception's line (Python exits 1 on one)."""
-    message = f"the script failed with exit code {returncode}"
-    return f"{message}: {bounded(line.strip(), MAX_EXCEPTION_CHARS)}" if line.strip() else message
+        if self._world_model is not None and hasattr(self._world_model, "close"):
+            self._world_model.close()  # a multi-fidelity world model holds a sandbox pool of its own

@@ -42,6 +42,7 @@ import numpy as np
 
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import CalibratorLostError, ConfigError
+from wmrl_envs.scoring.calibrators import shared_calibrator
 from wmrl_envs.scoring.fusion import DisagreementTracker, FusionConfig, anchor_reward, anchor_weight
 from wmrl_envs.scoring.results import ScoredGroup, bounded
 from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, StepSchedule, check_stream
@@ -134,7 +135,8 @@ class ScoringCore:
                 elif s.infra_failure:
                     s.score = np.nan
                 elif s.proved:
-                    s.score = 0.0  # an exact failure: no map may move it
+                    # An exact outcome (a proved failure's 0, an executed run's score reused): no map may move it.
+                    s.score = 0.0 if s.wm_score_raw is None else float(s.wm_score_raw)
                 elif s.wm_score_raw is not None:
                     s.score = self._world_model_score(s)
                     if s.potential_start is not None:
@@ -238,8 +240,6 @@ class ScoringCore:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         if isinstance(state["calibrator"], str):
-            from wmrl_envs.scoring.calibrators import shared_calibrator
-
             state["calibrator"] = shared_calibrator(state["calibrator"])
         self.__dict__.update(state)
 
@@ -247,8 +247,9 @@ class ScoringCore:
         """The run's scoring state: the calibrator's pairs, ``c`` and what an adaptive schedule
         recorded (None for a schedule that is configuration only)."""
         schedule = self.schedule.state_dict() if isinstance(self.schedule, StepSchedule) else None
+        scorer = self.scorer.state_dict() if hasattr(self.scorer, "state_dict") else None
         return {"calibrator": self.calibrator.state_dict(), "c": self.c, "schedule": schedule,
-                "disagreement": self.disagreement.state_dict()}
+                "disagreement": self.disagreement.state_dict(), "scorer": scorer}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.calibrator.load_state_dict(state["calibrator"])
@@ -257,6 +258,8 @@ class ScoringCore:
             self.disagreement.load_state_dict(state["disagreement"])
         if state["schedule"] is not None:
             self.schedule.load_state_dict(state["schedule"])
+        if state.get("scorer") is not None and hasattr(self.scorer, "load_state_dict"):
+            self.scorer.load_state_dict(state["scorer"])  # absent from checkpoints written before reuse
 
     def close(self) -> None:
         if self.scorer is not None:

@@ -21,29 +21,14 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_envs.grading.runs import bounded, tail
+
 STREAMS = ("real", "world_model", "anchor")
-#: Longest error message a result keeps (characters); the middle of a longer one is cut.
-MAX_MESSAGE_CHARS = 1_000
-#: Longest stdout/stderr tail a result keeps (characters).
-MAX_OUTPUT_CHARS = 4_000
-
-
-def bounded(text: str | None, limit: int = MAX_MESSAGE_CHARS) -> str | None:
-    """``text`` cut to at most ``limit`` characters, keeping its head and tail and saying how much
-    was left out (a message's start names the problem, its end often the decisive detail)."""
-    if text is None or len(text) <= limit:
-        return text
-    marker = f" [... {len(text) - limit:,} characters left out ...] "
-    keep = max(limit - len(marker), 0)
-    head = keep * 2 // 3
-    return text[:head] + marker + text[len(text) - (keep - head):]
-
-
-def tail(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
-    """The last ``limit`` characters of program output, marked when cut."""
-    if len(text) <= limit:
-        return text
-    return f"[... {len(text) - limit:,} earlier characters left out ...]\n" + text[-limit:]
+__all__ = ["DECIDERS", "STREAMS", "ScoreResult", "ScoredGroup", "bounded", "tail"]
+#: What settled a sample's outcome (``ScoreResult.decided_by``): a static proof, the script's run
+#: in the sandbox, its run on a sample of the task, an earlier full run of the same code on the
+#: task reused, or a world model's estimate ("" until scored).
+DECIDERS = ("proof", "execution", "sample_run", "reuse", "world_model")
 
 
 @dataclass
@@ -72,9 +57,17 @@ class ScoreResult:
             episode's is one of :data:`wmrl_envs.info.EPISODE_STATUSES`.
         exception: The short class of the exception the script raised (or is proved or
             predicted to raise); None otherwise.
-        proved: The outcome was proved without running (:mod:`wmrl_envs.analysis.proofs`):
-            its reward and its calibrator pair equal what executing it gives.
+        proved: The outcome is exact without running the script in full: a static proof
+            (:mod:`wmrl_envs.analysis.proofs`), a sample run's failure of a class measured exact
+            (:mod:`wmrl_envs.world_models.sample_run`), or the same code's executed outcome reused
+            (:mod:`wmrl_envs.scoring.experience`). Its reward and calibrator pair are what executing
+            it gives (for a reuse, up to the script's own randomness); no map moves it.
         executed: The script ran in the sandbox.
+        wm_status, wm_stage: The world model's predicted outcome and the stage that predicted it
+            (``proof``, ``sample_run``, ``world_model``), kept when the sample is also executed, so
+            an anchor's prediction can be scored against its run; None when nothing was predicted.
+        decided_by: What settled the outcome, one of :data:`DECIDERS` (``""`` until scored): on an
+            anchor, the execution; on a world-model sample, the world model's stage that answered.
         execution_status: The executor's own status of an executed run (``ok``, ``error``,
             ``timeout``, ``memory``, ``infra_error``); ``""`` when nothing ran.
         p_valid: The world model's probability that the script gives a valid submission
@@ -108,6 +101,9 @@ class ScoreResult:
     exception: str | None = None
     proved: bool = False
     executed: bool = False
+    decided_by: str = ""
+    wm_status: str | None = None
+    wm_stage: str | None = None
     execution_status: str = ""
     p_valid: float | None = None
     leaderboard: dict[str, Any] = field(default_factory=dict)

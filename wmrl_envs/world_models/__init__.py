@@ -14,6 +14,6 @@ is script analysis, :mod:`wmrl_envs.analysis`; the training corpus is build-time
 :mod:`wmrl_envs.world_models.build`.
 """
 
-from wmrl_envs.world_models.base import Prediction, WorldModel, make_world_model
+from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL, Prediction, WorldModel, make_world_model
 
-__all__ = ["Prediction", "WorldModel", "make_world_model"]
+__all__ = ["DEFAULT_WORLD_MODEL", "Prediction", "WorldModel", "make_world_model"]

@@ -40,6 +40,11 @@ class Prediction:
             or the predicted exception class.
         proved: The outcome is proved (:mod:`wmrl_envs.analysis.proofs`), not estimated.
         p_valid: Probability of a valid submission (1 for a model that predicts only a score).
+        stage: What answered: ``"proof"`` (a static proof), ``"sample_run"`` (the script's run on
+            a sample of the task, or that run memoised) or ``"world_model"`` (an estimate from the
+            script's text).
+        cpu_s: CPU seconds spent outside the calling process (a sample run's sandbox), which the
+            caller's own CPU clock does not see.
     """
 
     score: float
@@ -52,6 +57,8 @@ class Prediction:
     message: str | None = None
     proved: bool = False
     p_valid: float = 1.0
+    stage: str = "world_model"
+    cpu_s: float = 0.0
 
     @classmethod
     def failed(cls, error: str, cost_s: float = 0.0) -> Prediction:
@@ -63,7 +70,7 @@ class Prediction:
     def from_proof(cls, proof: Any, cost_s: float = 0.0) -> Prediction:
         """The exact prediction of a proved failure: score 0, no uncertainty."""
         return cls(score=0.0, uncertainty=0.0, cost_s=cost_s, status=proof.status, exception=proof.exception,
-                   message=proof.message, proved=True, p_valid=0.0)
+                   message=proof.message, proved=True, p_valid=0.0, stage="proof")
 
 
 @runtime_checkable
@@ -77,23 +84,28 @@ class WorldModel(Protocol):
         ...
 
 
+#: The world model every path uses unless told otherwise: envs, the trainer, TRL, verl, OpenEnv.
+DEFAULT_WORLD_MODEL = "surrogate"
+
 # Implementations are imported lazily so that choosing one never pulls in another's heavy
 # dependencies (torch, transformers, llama.cpp).
 _REGISTRY: dict[str, tuple[str, str]] = {
     "corrupted": ("wmrl_envs.world_models.corrupted", "CorruptedWorldModel.from_options"),
     "llm": ("wmrl_envs.world_models.llm", "LLMWorldModel.from_options"),
     "llm_outcome": ("wmrl_envs.world_models.llm_outcome", "LLMOutcomeWorldModel.from_options"),
+    "sample_run": ("wmrl_envs.world_models.sample_run", "SampleRunWorldModel"),
     "surrogate": ("wmrl_envs.world_models.surrogate", "SurrogateWorldModel"),
 }
 
 
 def make_world_model(name: str, **kwargs: Any) -> WorldModel:
-    """Build a world model by name (``"llm"``, ``"llm_outcome"``, ``"surrogate"`` or ``"corrupted"``)
-    with its keyword options.
+    """Build a world model by name (``"llm"``, ``"llm_outcome"``, ``"surrogate"``, ``"sample_run"``
+    or ``"corrupted"``) with its keyword options.
 
     ``"llm"`` takes the options of :meth:`LLMWorldModel.from_options`, ``"llm_outcome"`` those of
     :meth:`LLMOutcomeWorldModel.from_options`; ``"surrogate"`` those of
-    ``SurrogateWorldModel``; ``"corrupted"`` (a stress test) those of
+    ``SurrogateWorldModel``; ``"sample_run"`` those of ``SampleRunWorldModel`` (the multi-fidelity
+    model: proofs, a run on a sample of the task, the surrogate); ``"corrupted"`` (a stress test) those of
     :meth:`CorruptedWorldModel.from_options`.
     """
     try:

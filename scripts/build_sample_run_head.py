@@ -1,0 +1,126 @@
+"""Measure what a run on a sample of the task says about the full run, and write the sample-run head.
+
+Every executed corpus row (``assets/world_models/*corpus.csv``, every split) that no static proof
+settles is run again on its task's sample (:func:`wmrl_envs.world_models.sample_run.sample_view`,
+the default :class:`SampleRunConfig`), beside its recorded full run, and the pairs are measured by
+:func:`wmrl_envs.world_models.build.sample_head.fit_head` (exact failure classes, P(valid) after a
+sample's outcome, the valid score's blend). The runs are memoised in
+``assets/world_models/sample_corpus.csv.xz``, so a rerun executes only what that file lacks.
+
+Rows whose full run timed out, and the non-termination mutants, are not run: a sample run of a
+script that never ends costs its whole wall cap and a timeout is never exact.
+
+    python scripts/build_sample_run_head.py            # run what the memo lacks, fit, write the head
+    python scripts/build_sample_run_head.py --fit-only # refit from the memo
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from agents.code.handwritten import render_solution
+from wmrl_envs import outcome
+from wmrl_envs.analysis.proofs import Prover
+from wmrl_envs.tasks import get_task
+from wmrl_envs.world_models.build import corpus as corpus_lib
+from wmrl_envs.world_models.build.sample_head import fit_head
+from wmrl_envs.world_models.sample_run import SampleRunHead, SampleRunWorldModel, default_head_path, valid_estimate
+from wmrl_envs.world_models.surrogate import SurrogateWorldModel
+
+log = logging.getLogger("build_sample_run_head")
+ASSETS = REPO / "assets" / "world_models"
+CORPORA = [ASSETS / n for n in ("corpus.csv", "dsbench_corpus.csv", "handwritten_corpus.csv", "outcome_corpus.csv")]
+MEMO = ASSETS / "sample_corpus.csv.xz"
+KEY = ["corpus", "task_id", "choices", "seed", "mutation"]
+CHUNK = 64
+
+
+def corpus_frame() -> pd.DataFrame:
+    frames = [corpus_lib.read_corpus(p).assign(corpus=p.name) for p in CORPORA]
+    frame = pd.concat(frames, ignore_index=True)
+    frame = frame[(frame["outcome"] != "") & (frame["outcome"] != outcome.TIMEOUT)]
+    return frame[~frame["mutation"].isin(corpus_lib.TIMEOUT_MUTATIONS)].reset_index(drop=True)
+
+
+def read_memo() -> pd.DataFrame:
+    if MEMO.is_file():
+        return pd.read_csv(MEMO, keep_default_na=False, dtype={"seed": int})
+    return pd.DataFrame(columns=[*KEY, "split", "full_outcome", "full_exception", "real_score", "proved",
+                                 "sample_status", "sample_exception", "sample_score", "sample_cpu_s", "model_valid"])
+
+
+def run_missing(frame: pd.DataFrame, memo: pd.DataFrame) -> pd.DataFrame:
+    """Run every row the memo lacks on its sample (in chunks, each appended to the memo)."""
+    done = set(map(tuple, memo[KEY].astype(str).to_numpy()))
+    todo = frame[[tuple(map(str, k)) not in done for k in frame[KEY].to_numpy()]]
+    log.info("%d corpus rows, %d already in %s, %d to run", len(frame), len(frame) - len(todo), MEMO.name, len(todo))
+    if todo.empty:
+        return memo
+    model = SampleRunWorldModel(base=SurrogateWorldModel.load(), head=SampleRunHead())
+    prover, tasks = Prover(), {}
+    bar = tqdm(total=len(todo), desc="sample runs")
+    try:
+        for start in range(0, len(todo), CHUNK):
+            chunk = todo.iloc[start:start + CHUNK]
+            items = corpus_lib.corpus_items(chunk)
+            row_tasks = [tasks.setdefault(i.task_id, get_task(i.task_id)) for i in items]
+            scripts = [i.script(t.spec, render_solution) for i, t in zip(items, row_tasks)]
+            proved = [prover.prove(t, s) is not None for t, s in zip(row_tasks, scripts)]
+            run = [i for i, p in enumerate(proved) if not p]
+            results = dict(zip(run, model.run_samples([row_tasks[i] for i in run], [scripts[i] for i in run])))
+            base = dict(zip(run, model.base.predict([row_tasks[i] for i in run], [scripts[i] for i in run])))
+            rows = []
+            for i, row in enumerate(chunk.itertuples()):
+                result = results.get(i)
+                rows.append({**{k: getattr(row, k) for k in KEY}, "split": row.split, "full_outcome": row.outcome,
+                             "full_exception": row.exception or "", "real_score": row.real_score,
+                             "proved": proved[i],
+                             "sample_status": "" if result is None else result.status,
+                             "sample_exception": "" if result is None else result.exception or "",
+                             "sample_score": np.nan if result is None else result.score,
+                             "sample_cpu_s": np.nan if result is None else round(result.cpu_s, 3),
+                             "model_valid": np.nan if i not in base else round(valid_estimate(base[i]), 6)})
+            memo = pd.concat([memo, pd.DataFrame(rows)], ignore_index=True)
+            memo.to_csv(MEMO, index=False)
+            bar.update(len(chunk))
+    finally:
+        bar.close()
+        model.close()
+    return memo
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fit-only", action="store_true", help="refit from the memo without running anything")
+    parser.add_argument("--output", type=Path, default=default_head_path())
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    start = time.time()
+    memo = read_memo()
+    if not args.fit_only:
+        memo = run_missing(corpus_frame(), memo)
+    head = fit_head(memo)
+    head.save(args.output)
+    m = head.measured
+    log.info("wrote %s in %.0f s: %d rows run, %d false failures of %d failures, exact %s, "
+             "score head %s, leave-task-out Spearman %s", args.output, time.time() - start, m["rows_run"],
+             m["false_failures"], m["failures"], list(head.exact), head.weights, m["leave_task_out_spearman"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

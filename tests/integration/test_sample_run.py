@@ -1,0 +1,167 @@
+"""The multi-fidelity world model: a task's sample, the script's run on it in the real sandbox, and
+what the scoring core does with its answers (wmrl_envs/world_models/sample_run.py)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from wmrl_envs import outcome
+from wmrl_envs.analysis.script import code_key
+from wmrl_envs.errors import ConfigError, TaskFormatError
+from wmrl_envs.scoring.code import CodeGroup, CodeScorer
+from wmrl_envs.tasks import get_task
+from wmrl_envs.world_models import make_world_model
+from wmrl_envs.world_models.sample_run import (
+    SampleRunConfig,
+    SampleRunHead,
+    SampleRunWorldModel,
+    sample_view,
+)
+
+TASK_ID = "car-crash-fatality"  # 6000 training rows, a binary label to stratify by
+
+VALID = """\
+import pandas as pd
+from sklearn.linear_model import LogisticRegression
+
+train = pd.read_csv("data/train.csv")
+test = pd.read_csv("data/test.csv")
+features = ["weight", "frontal", "ageOFocc", "yearacc"]
+model = LogisticRegression(max_iter=500).fit(train[features], train["dead"] == "dead")
+pd.DataFrame({"id": test["id"], "dead": model.predict_proba(test[features])[:, 1]}).to_csv("submission.csv", index=False)
+"""
+# The same code, other comments and blank lines: one code key.
+VALID_RESTYLED = "# a comment\n\n" + VALID.replace("import pandas as pd", "import pandas as pd  # frames")
+# A NameError the prover cannot see (under a branch on the data), raised whatever the data's size.
+NAME_ERROR = """\
+import pandas as pd
+train = pd.read_csv("data/train.csv")
+if len(train) > 0:
+    predictions = undefined_helper(train)
+"""
+# A failure that only a small sample has: the full run is valid.
+SMALL_DATA_ERROR = VALID.replace('test = pd.read_csv("data/test.csv")',
+                                 'test = pd.read_csv("data/test.csv")\n'
+                                 'if len(train) < 1000:\n    raise ValueError("too few rows")')
+
+
+@pytest.fixture(scope="module")
+def task():
+    return get_task(TASK_ID)
+
+
+@pytest.fixture()
+def head():
+    return SampleRunHead(weights={"intercept": 0.1, "sample": 0.8, "model": 0.1}, residual_sd=0.1,
+                         p_valid_if_valid=0.99, p_valid_if_failed={"*": 0.2, "runtime_error/ValueError": 0.4},
+                         exact=("runtime_error/NameError",))
+
+
+def test_the_sample_keeps_a_stratified_share_of_training_rows_and_the_test_set_whole(task, tmp_path):
+    config = SampleRunConfig(fraction=0.05, min_train_rows=100)
+    view = sample_view(task, config, tmp_path)
+    train = pd.read_csv(view.task.public_dir / "train.csv")
+    full = pd.read_csv(task.public_dir / "train.csv")
+    assert view.full_train_rows == len(full) == 6000 and view.train_rows == len(train) == pytest.approx(300, abs=6)
+    assert set(train["dead"]) == set(full["dead"])  # every class kept
+    assert (full.set_index("id").loc[train["id"]].reset_index().astype(str) == train.astype(str)).all().all()
+    assert (view.task.public_dir / "test.csv").read_bytes() == (task.public_dir / "test.csv").read_bytes()
+    assert len(view.answers) == view.test_rows == view.full_test_rows
+    again = sample_view(task, config, tmp_path)
+    assert again.task.public_dir == view.task.public_dir and len(list(tmp_path.iterdir())) == 1
+
+
+def test_a_capped_test_set_keeps_the_same_ids_in_test_submission_and_answers(task, tmp_path):
+    view = sample_view(task, SampleRunConfig(max_test_rows=150), tmp_path)
+    test = pd.read_csv(view.task.public_dir / "test.csv")
+    submission = pd.read_csv(view.task.sample_submission_path)
+    assert len(test) == len(submission) == len(view.answers) == 150 < view.full_test_rows
+    assert set(test["id"]) == set(submission["id"]) == set(view.answers["id"])
+
+
+def test_a_task_without_a_training_table_cannot_be_sampled(task, tmp_path):
+    public = tmp_path / "public"
+    public.mkdir()
+    (public / "test.csv").write_text("id,x\n1,2\n")
+    bare = type(task)(task.spec, tmp_path, task.description_path, public, task.answers_path)
+    with pytest.raises(TaskFormatError, match="no training table"):
+        sample_view(bare, SampleRunConfig(), tmp_path / "samples")
+
+
+@pytest.mark.parametrize("bad", [{"fraction": 0}, {"min_train_rows": 0}, {"run": "sometimes"},
+                                 {"uncertain_band": (0.9, 0.1)}, {"wall_share": 2}])
+def test_bad_settings_are_refused(bad):
+    with pytest.raises(ConfigError):
+        SampleRunConfig(**bad)
+
+
+def test_the_sample_run_answers_and_the_same_code_is_not_run_again(task, head, tmp_path):
+    model = SampleRunWorldModel(head=head, samples_root=tmp_path)
+    try:
+        first = model.predict([task, task], [VALID, VALID_RESTYLED])
+        assert [p.stage for p in first] == ["sample_run", "sample_run"]
+        assert first[0].status == outcome.VALID and first[0].p_valid == 0.99 and first[0].cpu_s > 0
+        assert first[1].cpu_s == 0 and first[1].score == first[0].score
+        assert code_key(VALID) == code_key(VALID_RESTYLED) != code_key(NAME_ERROR)
+        again = model.predict([task], [VALID])
+        assert again[0].stage == "sample_run" and again[0].cpu_s == 0 and again[0].score == first[0].score
+    finally:
+        model.close()
+
+
+def test_failures_are_exact_only_for_the_classes_the_head_calls_exact(task, head, tmp_path):
+    model = SampleRunWorldModel(head=head, samples_root=tmp_path)
+    try:
+        name_error, small_data = model.predict([task, task], [NAME_ERROR, SMALL_DATA_ERROR])
+    finally:
+        model.close()
+    assert (name_error.status, name_error.exception, name_error.proved) == (outcome.RUNTIME_ERROR, "NameError", True)
+    assert name_error.score == 0 and "undefined_helper" in name_error.message
+    assert (small_data.status, small_data.exception, small_data.proved) == (outcome.RUNTIME_ERROR, "ValueError", False)
+    assert small_data.p_valid == 0.4 and 0 < small_data.score < 1
+
+
+def test_the_never_rule_is_the_base_world_model(task, head, tmp_path):
+    model = SampleRunWorldModel(head=head, samples_root=tmp_path, config={"run": "never"})
+    base = make_world_model("surrogate")
+    assert [p.score for p in model.predict([task], [VALID])] == [p.score for p in base.predict([task], [VALID])]
+    assert model.predict([task], [VALID])[0].stage == "world_model"
+
+
+def test_an_anchor_whose_sample_run_failed_exactly_is_not_run_again(task, head, tmp_path):
+    scorer = CodeScorer(SampleRunWorldModel(head=head, samples_root=tmp_path))
+    try:
+        group = scorer.score([CodeGroup(task, [NAME_ERROR, SMALL_DATA_ERROR], "g")], ["anchor"])[0]
+    finally:
+        scorer.close()
+    exact, small_data = group.samples
+    assert not exact.executed and exact.real_score == 0 and exact.decided_by == "sample_run"
+    assert exact.cost["world_model_cpu_s"] > 0  # the sample run's sandbox CPU is the world model's cost
+    assert small_data.executed and small_data.valid and small_data.decided_by == "execution"
+    assert small_data.wm_score_raw is not None and small_data.real_score > 0
+
+
+def test_a_world_model_sample_whose_code_ran_in_full_gets_that_outcome_exactly_after_a_resume(task, head, tmp_path):
+    from wmrl_envs.calibration import Calibrator
+    from wmrl_envs.scoring.core import ScoringCore
+    from wmrl_envs.scoring.schedule import ConstantSchedule
+
+    scorer = CodeScorer("surrogate")
+    try:
+        anchor = scorer.score([CodeGroup(task, [VALID], "a")], ["anchor"])[0].samples[0]
+        state = scorer.state_dict()
+    finally:
+        scorer.close()
+    assert anchor.executed and anchor.real_score > 0
+    resumed = CodeScorer(SampleRunWorldModel(head=head, samples_root=tmp_path))
+    resumed.load_state_dict(state)
+    core = ScoringCore(ConstantSchedule("world_model"), Calibrator(), scorer=resumed)
+    try:
+        reused, predicted = core.score([CodeGroup(task, [VALID_RESTYLED, SMALL_DATA_ERROR], "w")])[0].samples
+    finally:
+        core.close()
+    assert (reused.decided_by, reused.proved, reused.executed) == ("reuse", True, False)
+    assert reused.score == reused.wm_score_raw == reused.wm_score_calibrated == anchor.real_score
+    assert reused.cost.get("world_model_cpu_s", 0) < 0.05 and reused.status == outcome.VALID
+    assert predicted.decided_by == "sample_run" and not predicted.proved
