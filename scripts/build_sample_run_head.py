@@ -103,6 +103,25 @@ def run_missing(frame: pd.DataFrame, memo: pd.DataFrame) -> pd.DataFrame:
     return memo
 
 
+def with_base_predictions(memo: pd.DataFrame) -> pd.DataFrame:
+    """The base model's reward, P(valid) and uncertainty on every sample-run row (computed once, kept
+    in the memo): what a run rule decides from."""
+    if {"model_score", "model_p_valid", "model_uncertainty"} <= set(memo.columns):
+        return memo
+    ran = memo.index[(~memo["proved"].astype(bool)) & (memo["sample_status"] != "")]
+    items = corpus_lib.corpus_items(memo.loc[ran])
+    tasks = {}
+    row_tasks = [tasks.setdefault(i.task_id, get_task(i.task_id)) for i in items]
+    scripts = [i.script(t.spec, render_solution) for i, t in zip(items, row_tasks)]
+    predictions = SurrogateWorldModel.load().predict(row_tasks, scripts)
+    memo = memo.assign(model_score=np.nan, model_p_valid=np.nan, model_uncertainty=np.nan)
+    memo.loc[ran, "model_score"] = [round(p.score, 6) for p in predictions]
+    memo.loc[ran, "model_p_valid"] = [round(p.p_valid, 6) for p in predictions]
+    memo.loc[ran, "model_uncertainty"] = [round(p.uncertainty, 6) for p in predictions]
+    memo.to_csv(MEMO, index=False)
+    return memo
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit-only", action="store_true", help="refit from the memo without running anything")
@@ -113,12 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     memo = read_memo()
     if not args.fit_only:
         memo = run_missing(corpus_frame(), memo)
-    head = fit_head(memo)
+    head = fit_head(with_base_predictions(memo))
     head.save(args.output)
     m = head.measured
     log.info("wrote %s in %.0f s: %d rows run, %d false failures of %d failures, exact %s, "
              "score head %s, leave-task-out Spearman %s", args.output, time.time() - start, m["rows_run"],
              m["false_failures"], m["failures"], list(head.exact), head.weights, m["leave_task_out_spearman"])
+    for rule, figures in m.get("run_rules", {}).items():
+        log.info("  run rule %-50s %s", rule, figures)
     return 0
 
 

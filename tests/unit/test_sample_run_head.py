@@ -72,3 +72,16 @@ def test_a_head_round_trips_and_refuses_what_it_cannot_read(memo, tmp_path):
         SampleRunHead.load(tmp_path / "missing.json")
     with pytest.raises(ConfigError, match="'\\*'"):
         SampleRunHead(p_valid_if_failed={"runtime_error": 0.1})
+
+
+def test_run_rules_are_measured_from_the_base_models_answers(memo):
+    assert "run_rules" not in fit_head(memo).measured  # no base predictions in the memo: nothing to compare
+    ran = ~memo["proved"]
+    memo = memo.assign(model_score=np.where(ran, 0.5, np.nan), model_uncertainty=np.linspace(0, 1, len(memo)),
+                       model_p_valid=np.where(memo["sample_status"] == "valid", 0.99, 0.5))
+    rules = fit_head(memo).measured["run_rules"]
+    assert rules["always"]["share_run"] == 1 and rules["never"]["share_run"] == 0
+    # The held-out rows are all valid with P(valid) 0.99: the band runs none, the uncertainty test the top half.
+    assert rules["uncertain (0.05, 0.95)"]["share_run"] == 0
+    assert rules["uncertain (0.05, 0.95) or top half of uncertainty"]["share_run"] == pytest.approx(0.5, abs=0.02)
+    assert rules["always"]["spearman"] == pytest.approx(1.0) and np.isnan(rules["never"]["spearman"])

@@ -17,6 +17,8 @@ returns the :class:`~wmrl_envs.world_models.sample_run.SampleRunHead` the runtim
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
@@ -67,11 +69,61 @@ def fit_head(memo: pd.DataFrame) -> SampleRunHead:
         "config": {k: v for k, v in SampleRunConfig().__dict__.items() if k != "uncertain_band"},
         "rebuild": "python scripts/build_sample_run_head.py",
     }
-    return SampleRunHead(weights={"intercept": round(float(coef[0]), 5), "sample": round(float(coef[1]), 5),
+    head = SampleRunHead(weights={"intercept": round(float(coef[0]), 5), "sample": round(float(coef[1]), 5),
                                   "model": round(float(coef[2]), 5)},
                          residual_sd=round(float(residual.std(ddof=3)), 5),
                          p_valid_if_valid=round((sample_valid["full_valid"].sum() + 0.5) / (len(sample_valid) + 1), 4),
                          p_valid_if_failed=smoothed, exact=tuple(exact), measured=measured)
+    if {"model_score", "model_p_valid", "model_uncertainty"} <= set(memo.columns):
+        measured["run_rules"] = run_rules(ran[ran["split"] == "heldout"], head)
+    return head
+
+
+#: The run rules compared (``SampleRunConfig.run`` and the ones it could be): a script runs on the
+#: sample when the base model's P(valid) lies in ``band`` or its uncertainty reaches the
+#: ``uncertainty_quantile`` of the rows' (None: that test is off).
+RUN_RULES_COMPARED: dict[str, tuple[tuple[float, float] | None, float | None]] = {
+    "always": ((0.0, 1.0), None), "never": (None, None),
+    "uncertain (0.05, 0.95)": ((0.05, 0.95), None), "uncertain (0.02, 0.98)": ((0.02, 0.98), None),
+    "uncertain (0.05, 0.95) or top half of uncertainty": ((0.05, 0.95), 0.5),
+    "uncertain (0.05, 0.95) or top fifth of uncertainty": ((0.05, 0.95), 0.8),
+}
+
+
+def run_rules(rows: pd.DataFrame, head: SampleRunHead) -> dict[str, dict[str, float]]:
+    """Each rule of :data:`RUN_RULES_COMPARED` on ``rows`` (unproved, every outcome): the share of
+    scripts it runs, and the pooled and mean within-task Spearman and MAE of the rewards it gives
+    (the sample run's prediction where it runs, the base model's elsewhere) against the real ones.
+    The head's blend was fitted on the valid ones of these rows: in-sample as to its 3 weights."""
+    real = rows["real_score"].astype(float).to_numpy()
+    base = rows["model_score"].astype(float).to_numpy()
+    p_valid = rows["model_p_valid"].astype(float).to_numpy()
+    spread = rows["model_uncertainty"].astype(float).to_numpy()
+    sampled = np.array([_sample_reward(head, r) for r in rows.itertuples()])
+    out = {}
+    for name, (band, quantile) in RUN_RULES_COMPARED.items():
+        run = np.zeros(len(rows), dtype=bool)
+        if band is not None:
+            run |= (p_valid >= band[0]) & (p_valid <= band[1])
+        if quantile is not None:
+            run |= spread >= np.nanquantile(spread, quantile)
+        reward = np.where(run, sampled, base)
+        within = [spearmanr(reward[m], real[m])[0] for m in (rows["task_id"] == t for t in rows["task_id"].unique())
+                  if len(set(real[m])) > 1 and m.sum() > 2]
+        out[name] = {"share_run": round(float(run.mean()), 3), "spearman": round(float(spearmanr(reward, real)[0]), 4),
+                     "spearman_within_task": round(float(np.nanmean(within)), 4),
+                     "mae": round(float(np.mean(np.abs(reward - real))), 4)}
+    return out
+
+
+def _sample_reward(head: SampleRunHead, row: Any) -> float:
+    """The reward the sample-run model gives a memo row (as SampleRunWorldModel combines it)."""
+    model = float(row.model_valid)
+    if row.sample_status == outcome.VALID:
+        return head.valid_score(float(row.sample_score), model)
+    if head.is_exact(row.sample_status, row.sample_exception or None):
+        return 0.0
+    return head.failure_p_valid(row.sample_status, row.sample_exception or None) * model if np.isfinite(model) else 0.0
 
 
 def _leave_task_out(rows: pd.DataFrame) -> dict[str, float]:
