@@ -63,8 +63,8 @@ def frozen_digests() -> dict[str, str]:
     return {p.relative_to(REPO_ROOT).as_posix(): sha256_file(p) for p in frozen_paths()}
 
 
-def read_manifest() -> dict[str, Any]:
-    return json.loads(MANIFEST_FILE.read_text()) if MANIFEST_FILE.is_file() else {}
+def read_manifest(path: Path = MANIFEST_FILE) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def write_manifest(manifest: dict[str, Any]) -> None:
@@ -106,10 +106,11 @@ def load_definition(path: Path = TASKS_FILE) -> SuiteDef:
 
 
 def overlay_fields(native: Task) -> dict[str, Any]:
-    """What a user writes in ``wmrl.yaml`` for this task: the layout infers the columns from the files."""
+    """What a user writes in ``wmrl.yaml`` for this task: the layout infers the columns from the files.
+    Its suite is the definition's (``oos`` here)."""
     spec = native.spec
     meta = {k: spec.meta[k] for k in ("source", "seed", "text_columns", "generator")}
-    return {"id": spec.id, "name": spec.name, "suite": SUITE, "split": spec.split, "metric": spec.metric,
+    return {"id": spec.id, "name": spec.name, "suite": spec.suite, "split": spec.split, "metric": spec.metric,
             "task_type": spec.task_type, "classes": list(spec.classes) if spec.classes is not None else None,
             "limits": spec.limits.to_dict(), "meta": meta}
 
@@ -151,19 +152,23 @@ def board_scores(path: Path = LEADERBOARDS_FILE) -> dict[str, list[float]]:
     return {tid: group["score"].tolist() for tid, group in frame.groupby("task_id", sort=True)}
 
 
-def materialise(out: Path | None = None, only: Sequence[str] | None = None) -> dict[str, Task]:
+def materialise(out: Path | None = None, only: Sequence[str] | None = None, *, definition: Path = TASKS_FILE,
+                manifest: Path = MANIFEST_FILE, boards: Path = LEADERBOARDS_FILE) -> dict[str, Task]:
     """The out-of-sample tasks (``only`` these ids), built where missing or stale, each file checked
     against the manifest.
 
     A folder whose files all match the manifest is reused as it is. Raises :class:`ConfigError`
-    naming every file that differs (the data packages changed, or the generator did).
+    naming every file that differs (the data packages changed, or the generator did). Another set of
+    tasks laid out the same way (``bench/oos_screen``) gives its own ``definition``, ``manifest`` and
+    ``boards``.
     """
     out = out or default_out()
     out.mkdir(parents=True, exist_ok=True)
-    suite, recorded, scores = load_definition(), read_manifest().get("tasks", {}), board_scores()
+    suite, recorded, scores = (load_definition(definition), read_manifest(manifest).get("tasks", {}),
+                               board_scores(boards))
     unknown = sorted(set(only or ()) - {t.id for t in suite.tasks})
     if unknown:
-        raise ConfigError(f"not out-of-sample tasks: {unknown}")
+        raise ConfigError(f"not tasks of {definition}: {unknown}")
     tasks, problems = {}, []
     for task in suite.tasks:
         if only is not None and task.id not in only:
@@ -184,8 +189,9 @@ def materialise(out: Path | None = None, only: Sequence[str] | None = None) -> d
             problems.append(f"{task.id}: {', '.join(names)}")
         tasks[task.id] = load_task(folder)
     if problems:
-        raise ConfigError("regenerated out-of-sample task files differ from bench/oos/manifest.json "
-                          "(the frozen data must not change):\n" + "\n".join(problems))
+        where = manifest.relative_to(REPO_ROOT) if manifest.is_relative_to(REPO_ROOT) else manifest
+        raise ConfigError(f"regenerated task files differ from {where} (the recorded data must not change):\n"
+                          + "\n".join(problems))
     return tasks
 
 
