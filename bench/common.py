@@ -41,6 +41,15 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
     return float(np.mean(values)), se
 
 
+def finite_mean_se(values: Sequence[float]) -> dict[str, float]:
+    """``{"mean", "se"}`` of the finite values (SE 0 for one value; both NaN for none)."""
+    a = np.asarray(values, dtype=float)
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return {"mean": math.nan, "se": math.nan}
+    return {"mean": float(a.mean()), "se": float(a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else 0.0}
+
+
 def median_flag(flags: list[float | None]) -> float | None:
     """The median anchor-pair count at which the audit first flagged, a seed that never flagged
     counting as never (so None when at least half never flagged)."""

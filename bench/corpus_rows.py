@@ -90,3 +90,23 @@ def predictions(model, rows: Rows) -> np.ndarray:
 def trainer_calibrator(**overrides) -> Calibrator:
     """A calibrator with the trainer's settings (``WMRLConfig().calibration``), some overridden."""
     return Calibrator(dataclasses.replace(WMRLConfig().calibration, **overrides))
+
+
+#: The corrupted-world-model grid: every kind and strength run, defaults included (report all,
+#: not only those that show an effect).
+STRENGTHS = {"none": [None], "saturate": [2.0, 4.0, 8.0], "task_offset": [0.05, 0.15, 0.3],
+             "family_bias": [0.1, 0.3, 0.5], "swap": [0.1, 0.2, 0.3], "noise": [0.05, 0.1, 0.2]}
+
+
+class CachedWorldModel:
+    """The base model's predictions, computed once per (task, script) and replayed."""
+
+    def __init__(self, base) -> None:
+        self.base, self.name, self.cache = base, base.name, {}
+
+    def predict(self, tasks, scripts):
+        missing = [(t, s) for t, s in zip(tasks, scripts) if (t.id, s) not in self.cache]
+        if missing:
+            for (t, s), p in zip(missing, self.base.predict([t for t, _ in missing], [s for _, s in missing])):
+                self.cache[(t.id, s)] = p
+        return [self.cache[(t.id, s)] for t, s in zip(tasks, scripts)]

@@ -41,35 +41,27 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 from sklearn.isotonic import IsotonicRegression
 
-from bench.common import RESULTS, median_flag, rerun_command
-from bench.corpus_rows import SUITES, Rows, draw_groups, load_rows, predictions, trainer_calibrator
+from bench.common import RESULTS, finite_mean_se, median_flag, rerun_command
+from bench.corpus_rows import (
+    STRENGTHS,
+    SUITES,
+    CachedWorldModel,
+    Rows,
+    draw_groups,
+    load_rows,
+    predictions,
+    trainer_calibrator,
+)
 from trainers.wmrl_config import WMRLConfig
 from wmrl_envs.provenance import provenance
 from wmrl_envs.world_models import make_world_model
 from wmrl_envs.world_models.corrupted import CorruptedWorldModel, Corruption
 
-#: Every strength run, defaults included (report all, not only those that show an effect).
-STRENGTHS = {"none": [None], "saturate": [2.0, 4.0, 8.0], "task_offset": [0.05, 0.15, 0.3],
-             "family_bias": [0.1, 0.3, 0.5], "swap": [0.1, 0.2, 0.3], "noise": [0.05, 0.1, 0.2]}
 # MLE-Dojo has 210 out-of-sample rows: 100 drawn still leaves 110 to score the map on.
 MAE_PAIRS = (40, 100)
 AUDIT_PAIRS = (40, 60, 80, 100, 150, 200)
 DRIFT_STEPS, DRIFT_PAIRS_PER_STEP = 20, 8
 WINDOWS = (None, 40, 80)
-
-
-class CachedWorldModel:
-    """The base model's predictions, computed once per (task, script) and replayed."""
-
-    def __init__(self, base) -> None:
-        self.base, self.name, self.cache = base, base.name, {}
-
-    def predict(self, tasks, scripts):
-        missing = [(t, s) for t, s in zip(tasks, scripts) if (t.id, s) not in self.cache]
-        if missing:
-            for (t, s), p in zip(missing, self.base.predict([t for t, _ in missing], [s for _, s in missing])):
-                self.cache[(t.id, s)] = p
-        return [self.cache[(t.id, s)] for t, s in zip(tasks, scripts)]
 
 
 #: ``--calibration NAME=VALUE`` overrides of the trainer's calibrator settings (a sensitivity run).
@@ -84,14 +76,6 @@ def setting_value(text: str) -> Any:
         except ValueError:
             pass
     return {"true": True, "false": False}.get(text, text)
-
-
-def mean_se(values) -> dict[str, float]:
-    a = np.asarray(values, dtype=float)
-    a = a[np.isfinite(a)]
-    if a.size == 0:
-        return {"mean": math.nan, "se": math.nan}
-    return {"mean": float(a.mean()), "se": float(a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else 0.0}
 
 
 def one_draw(pred: np.ndarray, rows: Rows, draw: int, group_size: int) -> dict[str, dict]:
@@ -131,9 +115,9 @@ def corruption_rows(suite: str, rows: Rows, base, draws: int, group_size: int, k
                 raw = [d["mae"][n]["raw"] for d in per_seed]
                 cal = [d["mae"][n]["calibrated"] for d in per_seed]
                 row["mae"][n] = {
-                    "raw": mean_se(raw), "calibrated": mean_se(cal),
-                    "reduction": mean_se([1 - c / r for c, r in zip(cal, raw)]),
-                    "var_ratio": mean_se([d["mae"][n]["var_calibrated"] / d["mae"][n]["var_raw"] for d in per_seed])}
+                    "raw": finite_mean_se(raw), "calibrated": finite_mean_se(cal),
+                    "reduction": finite_mean_se([1 - c / r for c, r in zip(cal, raw)]),
+                    "var_ratio": finite_mean_se([d["mae"][n]["var_calibrated"] / d["mae"][n]["var_raw"] for d in per_seed])}
             firsts = []
             for d in per_seed:
                 flagged = [n for n in AUDIT_PAIRS if d["audit"][n]]
@@ -175,8 +159,8 @@ def drift_rows(suite: str, rows: Rows, base, draws: int, group_size: int, streng
                                      list(rows.strata[idx]))
             cal = calibrator.calibrate(final[rest], list(rows.task_ids[rest]))
             maes[window].append(float(np.abs(cal - rows.real[rest]).mean()))
-    return [{"suite": suite, "strength": strength, "draws": draws, "raw": mean_se(raw),
-             "by_window": {str(w): mean_se(v) for w, v in maes.items()}}]
+    return [{"suite": suite, "strength": strength, "draws": draws, "raw": finite_mean_se(raw),
+             "by_window": {str(w): finite_mean_se(v) for w, v in maes.items()}}]
 
 
 def fmt(stat: dict[str, float], digits: int = 3) -> str:

@@ -4,7 +4,8 @@ One step, top to bottom (:meth:`WMRLTrainer.train_step`):
 
 1. **Schedule.** Sample B tasks; the run's :class:`~wmrl_envs.scoring.StepSchedule` marks about
    ``anchor_fraction`` of the groups as anchors, deterministically from (seed, step), at least
-   one per step.
+   one per step. With ``anchor_choice="informed"`` it sets only how many; which is decided in
+   step 2, once the world model has scored every group (:class:`~wmrl_envs.scoring.InformedSchedule`).
 2. **Collect.** The policy generates G rollouts per task in one batch; the adapter scores them
    through the run's :class:`~wmrl_envs.scoring.ScoringCore` (the one a fused env uses): one
    world-model batch over every group, one parallel fan-out over the anchors.
@@ -61,7 +62,7 @@ from trainers.ledger import ComputeLedger
 from trainers.wmrl_config import WMRLConfig
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import InfraFailureError
-from wmrl_envs.scoring import ConstantSchedule, ScoringCore, StepSchedule, sample_weights
+from wmrl_envs.scoring import ConstantSchedule, InformedSchedule, ScoringCore, StepSchedule, sample_weights
 from wmrl_envs.scoring.shaping import shaped_return
 
 CHECKPOINT = "checkpoint.pt"
@@ -103,15 +104,17 @@ class WMRLTrainer:
         return self.core.c
 
     # ------------------------------------------------------------------ schedule
-    def schedule(self, step: int) -> tuple[list[str], list[int], list[str]]:
-        """Tasks, group ids and streams of ``step``; a pure function of (seed, step)."""
+    def schedule(self, step: int) -> tuple[list[str], list[int], list[str] | None]:
+        """Tasks, group ids and streams of ``step``; a pure function of (seed, step). Streams are
+        None under an informed schedule, which decides them from the scored groups."""
         cfg = self.config
         b = cfg.schedule.tasks_per_step
         rng = np.random.default_rng([cfg.seed, step])
         pool = self.adapter.task_ids
         tasks = list(rng.choice(pool, size=b, replace=b > len(pool)))
         group_ids = [step * b + j for j in range(b)]
-        return tasks, group_ids, self.core.streams(group_ids)
+        informed = isinstance(self.core.schedule, InformedSchedule)
+        return tasks, group_ids, None if informed else self.core.streams(group_ids)
 
     # ------------------------------------------------------------------ one step
     def collect(self, step: int) -> list[GroupOutcome]:
@@ -126,7 +129,7 @@ class WMRLTrainer:
         self._log_anchors(step, outcomes)
         rollouts, rewards, is_anchor, metrics = self._rewards(outcomes)
         metrics.update(self._count_infra(outcomes))
-        if cfg.uses_anchors and isinstance(self.core.schedule, StepSchedule):
+        if cfg.uses_anchors and isinstance(self.core.schedule, (StepSchedule, InformedSchedule)):
             metrics.update(self._adapt_anchors(step))
         measuring = cfg.measures_fusion_constant and self.c is None  # warmup, or extended until anchors carry signal
         if measuring:
@@ -137,7 +140,7 @@ class WMRLTrainer:
 
         loss_metrics = self._update(rollouts, rewards, is_anchor) if rollouts else {}
         metrics.update(loss_metrics)
-        metrics.update(self.calibrator.metrics() if cfg.uses_anchors else {})
+        metrics.update(self.calibrator.metrics() | self.core.bound_metrics() if cfg.uses_anchors else {})
         metrics.update(self.ledger.end_step(step))
         metrics["step"] = step
         self.step += 1
@@ -319,14 +322,17 @@ class WMRLTrainer:
                  "wm_stage": s.wm_stage or "",
                  "wm_status": s.wm_status or "", "wm_p_valid": s.p_valid, "wm_score_raw": s.wm_score_raw,
                  "wm_score_calibrated": s.wm_score_calibrated, "status": s.status, "exception": s.exception or "",
-                 "real_score": s.real_score, "executed": s.executed}
+                 "real_score": s.real_score, "executed": s.executed,
+                 "inclusion_probability": "" if s.inclusion_probability is None else s.inclusion_probability}
                 for o in outcomes if o.stream == "anchor" for s in o.scored.samples if not s.infra_failure]
         if not rows:
             return
         path = self.run_dir / ANCHORS_LOG
         new = not path.exists()
+        # A resumed run keeps the log's own columns (one written before a column existed lacks it).
+        fields = list(rows[0]) if new else path.open().readline().strip().split(",")
         with path.open("a", newline="") as fh:  # appended: a resumed run continues the same log
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
             if new:
                 writer.writeheader()
             writer.writerows(rows)
@@ -418,6 +424,8 @@ def make_core(config: WMRLConfig) -> ScoringCore:
                                 sched.warmup_anchor_fraction, adaptive=sched.adaptive_anchors,
                                 eta2_bound=sched.eta2_bound, max_anchor_fraction=sched.max_anchor_fraction,
                                 min_anchor_groups=sched.min_anchor_groups)
+        if sched.anchor_choice == "informed":
+            schedule = InformedSchedule(schedule, sched.inclusion_floor_share)
     else:
         schedule = ConstantSchedule(config.mode)
     make_scorer = get_family(config.family.env_id).make_scorer

@@ -35,6 +35,7 @@ from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
 SURROGATE_BASED = ("surrogate", "sample_run")
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
 ADVANTAGES = ("std", "mean")
+ANCHOR_CHOICES = ("random", "informed")
 #: How a simulated family's world-model episodes are scored: cut at ``wm_horizon`` and predicted
 #: (``truncate``), or run to the end with a potential-shaped dense reward (``shaped``).
 WM_REWARDS = ("truncate", "shaped")
@@ -143,6 +144,11 @@ class ScheduleConfig:
     max_anchor_fraction: float = field(default=1.0, metadata={
         "help": "adaptive anchoring: the highest anchor share (1.0: every group executed)"})
     min_anchor_groups: int = field(default=1, metadata={"help": "the fewest anchor groups of a step"})
+    anchor_choice: str = field(default="random", metadata={
+        "help": "which groups are anchors: 'random' (seeded by the step) or 'informed' (drawn, as many, with "
+                "probabilities rising with the world model's predictive variance; pairs weighted by their inverse)"})
+    inclusion_floor_share: float = field(default=0.25, metadata={
+        "help": "informed anchors: every group's inclusion probability is at least this share of the mean"})
 
     def __post_init__(self) -> None:
         if self.tasks_per_step < 1:
@@ -156,6 +162,10 @@ class ScheduleConfig:
                 raise ConfigError(f"{name} must be in (0, 1], got {getattr(self, name)}")
         check_adaptation(self.anchor_fraction, self.eta2_bound, self.max_anchor_fraction)
         check_min_anchor_groups(self.min_anchor_groups, self.tasks_per_step)
+        if self.anchor_choice not in ANCHOR_CHOICES:
+            raise ConfigError(f"anchor_choice must be one of {ANCHOR_CHOICES}, got {self.anchor_choice!r}")
+        if not 0.0 < self.inclusion_floor_share <= 1.0:
+            raise ConfigError(f"inclusion_floor_share must be in (0, 1], got {self.inclusion_floor_share}")
 
 
 @dataclass
@@ -239,6 +249,9 @@ class WMRLConfig:
                               "warmup_steps >= 1 or give fusion_c")
         if self.schedule.adaptive_anchors and not self.uses_anchors:
             raise ConfigError(f"adaptive anchoring needs a wmrl mode; mode {self.mode!r} has no anchors")
+        if self.schedule.anchor_choice == "informed" and get_family(self.family.env_id).make_scorer is None:
+            raise ConfigError(f"informed anchors are chosen from a batch scorer's predictions; {self.family.env_id}'s "
+                              "episodes score themselves one at a time: use anchor_choice 'random'")
         if self.family.wm_reward == "shaped" and self.mode == "real":
             raise ConfigError("wm_reward 'shaped' shapes the rewards of world-model groups, and mode 'real' has none: "
                               "use mode world_model or a wmrl mode")

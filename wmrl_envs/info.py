@@ -63,6 +63,7 @@ class EnvInfo(TypedDict):
     error: str | None
     infra_failure: bool
     fusion_weight: float
+    reward_error_bound: float | None
     cost: Cost | None
 
 
@@ -108,6 +109,7 @@ def env_info(result: ScoreResult, group_id: Hashable, *, scored: bool = True) ->
         error=None if result.error is None else str(result.error),
         infra_failure=bool(result.infra_failure),
         fusion_weight=float(result.fusion_weight),
+        reward_error_bound=_number(result.reward_error_bound),
         cost=cost_info(result.cost) if scored else None,
     )
 

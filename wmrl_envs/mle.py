@@ -63,6 +63,7 @@ PREDICTED_BY = {
     "proof": "proved without running the script",
     "sample_run": "from a run of the script on a sample of the task's data; it was not run in full",
     "reuse": "from an earlier run of the same code; it was not run again",
+    "neighbours": "estimated by a world model, corrected by runs of this code with other numbers; it was not run",
     "world_model": "estimated by a world model, the script was not run",
 }
 

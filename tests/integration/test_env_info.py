@@ -85,7 +85,7 @@ def _conforms(value, annotation) -> bool:
 
 #: What may settle a scored sample's outcome on each stream (``info["decided_by"]``).
 DECIDERS_BY_STREAM = {"real": {"execution", "proof"}, "anchor": {"execution", "proof", "sample_run"},
-                      "world_model": {"world_model", "proof", "sample_run", "reuse"}}
+                      "world_model": {"world_model", "proof", "sample_run", "reuse", "neighbours"}}
 
 
 def test_every_env_reports_one_info_shape_on_every_stream(stream_by_group_id):

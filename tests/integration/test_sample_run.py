@@ -165,3 +165,39 @@ def test_a_world_model_sample_whose_code_ran_in_full_gets_that_outcome_exactly_a
     assert reused.score == reused.wm_score_raw == reused.wm_score_calibrated == anchor.real_score
     assert reused.cost.get("world_model_cpu_s", 0) < 0.05 and reused.status == outcome.VALID
     assert predicted.decided_by == "sample_run" and not predicted.proved
+
+
+def test_a_prediction_moves_by_the_residual_of_an_executed_neighbour_that_differs_only_in_numbers(task):
+    """An anchor executed, then world-model samples of the same task: the same program with other
+    numbers is corrected by the anchor's residual (out of sample: the anchor's own pair used the
+    prediction made before it ran); a program with another feature list is not; and the
+    correction survives a resume."""
+    from wmrl_envs.scoring.experience import DEFAULT_PRIOR_PAIRS
+
+    other_numbers = VALID.replace("max_iter=500", "max_iter=300")
+    other_features = VALID.replace('"yearacc"]', '"yearacc", "airbag"]')
+    scorer = CodeScorer("surrogate")
+    try:
+        anchor = scorer.score([CodeGroup(task, [VALID], "a")], ["anchor"])[0].samples[0]
+        assert anchor.executed and anchor.decided_by == "execution" and anchor.wm_stage == "world_model"
+        state = scorer.state_dict()
+        plain = CodeScorer("surrogate", neighbours=False)
+        try:
+            uncorrected = plain.score([CodeGroup(task, [other_numbers], "p")], ["world_model"])[0].samples[0]
+        finally:
+            plain.close()
+    finally:
+        scorer.close()
+    resumed = CodeScorer("surrogate")
+    resumed.load_state_dict(state)
+    try:
+        moved, unmoved = resumed.score([CodeGroup(task, [other_numbers, other_features], "w")],
+                                       ["world_model"])[0].samples
+    finally:
+        resumed.close()
+    residual = anchor.real_score - anchor.wm_score_raw
+    assert abs(residual) > 0.01  # the surrogate is not exact here, so a correction has work to do
+    assert (moved.decided_by, moved.wm_stage, moved.proved, moved.executed) == ("neighbours", "neighbours", False, False)
+    expected = uncorrected.wm_score_raw + 1 / (1 + DEFAULT_PRIOR_PAIRS) * residual
+    assert moved.wm_score_raw == pytest.approx(expected, abs=1e-9)
+    assert unmoved.decided_by == "world_model"

@@ -70,3 +70,22 @@ def code_key(script: str) -> str:
     tree = parse_script(script).tree
     text = ast.dump(tree) if tree is not None else script
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+class _NumbersErased(ast.NodeTransformer):
+    """Every int, float or complex literal (not a bool) becomes one placeholder."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        number = isinstance(node.value, (int, float, complex)) and not isinstance(node.value, bool)
+        return ast.Constant(value="<number>") if number else node
+
+
+def shape_key(script: str) -> str | None:
+    """The script's code up to its numbers (hyperparameters, seeds, sizes), whitespace and
+    comments: scripts with one shape key differ at most in numeric literals. Strings are kept,
+    since a file name or an estimator's option changes what a program does. None when the
+    script does not parse."""
+    tree = parse_script(script).tree
+    if tree is None:
+        return None
+    return hashlib.sha256(ast.dump(_NumbersErased().visit(tree)).encode()).hexdigest()

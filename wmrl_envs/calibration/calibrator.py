@@ -17,7 +17,7 @@ import numpy as np
 from wmrl_envs.calibration.audit import AuditReport, run_audit
 from wmrl_envs.calibration.config import CalibratorConfig
 from wmrl_envs.calibration.data import ArrayLike, TaskIds, as_scores, as_tasks, require_data
-from wmrl_envs.calibration.maps import CalibrationMap, Maps, apply_maps, cross_fitted, fit_maps, mean
+from wmrl_envs.calibration.maps import CalibrationMap, Maps, apply_maps, cross_fitted, fit_maps, weighted_mean
 from wmrl_envs.errors import CalibrationDataError
 
 _STATE_FORMAT = 1
@@ -53,6 +53,7 @@ class Calibrator:
         self._real = np.empty(0)
         self._tasks = np.empty(0, dtype=object)  # str, or None for untasked pairs
         self._strata = np.empty(0, dtype=object)  # str, or None for a pair of no stratum
+        self._weights = np.empty(0)  # each pair's design weight (1 / its inclusion probability)
         self._maps = Maps(None, {}, math.inf)
         self._oof: dict[bool, np.ndarray] = {}  # cross-fitted predictions (monotone or not), computed lazily
         self._audit: AuditReport | None = None
@@ -64,18 +65,22 @@ class Calibrator:
             return int(self._wm.size)
 
     def add_pairs(self, wm_scores: ArrayLike, real_scores: ArrayLike,
-                  task_ids: TaskIds = None, strata: TaskIds = None) -> None:
+                  task_ids: TaskIds = None, strata: TaskIds = None, weights: ArrayLike | None = None) -> None:
         """Add anchor pairs and refit the maps.
 
         ``task_ids`` is one id per pair, a single id for all of them, or ``None``
         (untasked: these pairs feed only the global map). ``strata`` labels the pairs the
         same way for the audit's stratum check (the kind of solution; ``None``: none). Real scores must be finite and in
         ``score_range``, so an invalid submission enters as the real score 0. The caller
-        must leave out infrastructure failures, which are not scores.
+        must leave out infrastructure failures, which are not scores. ``weights`` (one per pair,
+        finite and > 0; default 1) are design weights: a pair drawn with inclusion probability
+        ``pi`` weighs ``1 / pi``, so that the maps and ``eta2`` describe every group, not the
+        anchors alone (:mod:`~wmrl_envs.calibration.maps`). The audit's tests read the pairs
+        unweighted: they ask whether the anchors' own pairs are monotone.
 
         Raises:
-            CalibrationDataError: On non-finite scores, a real score out of range, or
-                mismatched lengths.
+            CalibrationDataError: On non-finite scores, a real score out of range, bad weights,
+                or mismatched lengths.
         """
         wm = as_scores(wm_scores, "wm_scores")
         real = as_scores(real_scores, "real_scores")
@@ -83,6 +88,9 @@ class Calibrator:
                      f"wm_scores has {wm.size} values but real_scores has {real.size}")
         tasks = as_tasks(task_ids, wm.size)
         labels = as_tasks(strata, wm.size, "strata")
+        design = np.ones(wm.size) if weights is None else as_scores(weights, "weights")
+        require_data(design.size == wm.size and bool(np.all(design > 0)),
+                     f"weights must be one number > 0 per pair ({wm.size}), got {design.size} values")
         with self._lock:
             lo, hi = self.config.score_range
             outside = np.flatnonzero((real < lo) | (real > hi))
@@ -93,11 +101,12 @@ class Calibrator:
             self._real = np.concatenate([self._real, real])
             self._tasks = np.concatenate([self._tasks, tasks])
             self._strata = np.concatenate([self._strata, labels])
+            self._weights = np.concatenate([self._weights, design])
             # Refit eagerly, because calibrate() follows every add in a training step. The
             # cross-fit and the audit are recomputed lazily, only when read.
             recent = self._recent()
             self._maps = fit_maps(self._wm[recent], self._real[recent], self._tasks[recent], self.config,
-                                  self._strata[recent], self._folds())
+                                  self._strata[recent], self._folds(), self._recent_weights())
             self._oof = {}
             self._audit = None
 
@@ -153,7 +162,7 @@ class Calibrator:
         """
         with self._lock:
             residual = self._cross_fitted() - self._real[self._recent()]
-            return _windowed_mean(residual**2, self.config.eta2_window)
+            return _windowed_mean(residual**2, self.config.eta2_window, self._recent_weights())
 
     @property
     def eta2_in_sample(self) -> float:
@@ -162,7 +171,8 @@ class Calibrator:
             recent = self._recent()
             calibrated = apply_maps(self._maps, self._wm[recent], self._tasks[recent], self.config,
                                     self._strata[recent])
-            return _windowed_mean((calibrated - self._real[recent]) ** 2, self.config.eta2_window)
+            return _windowed_mean((calibrated - self._real[recent]) ** 2, self.config.eta2_window,
+                                  self._recent_weights())
 
     def audit(self) -> AuditReport:
         """Run the Assumption-6 audit: is real score a monotone function of world-model score?
@@ -218,7 +228,7 @@ class Calibrator:
         restored from JSON refits the same maps and returns the same ``calibrate()`` values.
         """
         with self._lock:
-            return {
+            state = {
                 "format": _STATE_FORMAT,
                 "config": self.config.to_dict(),
                 "wm_scores": self._wm.tolist(),
@@ -226,6 +236,9 @@ class Calibrator:
                 "task_ids": self._tasks.tolist(),
                 "strata": self._strata.tolist(),
             }
+            if np.any(self._weights != 1.0):  # unweighted states keep their old shape
+                state["weights"] = self._weights.tolist()
+            return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Replace this calibrator's config and pairs with those of ``state``.
@@ -240,8 +253,9 @@ class Calibrator:
         require_data(not missing, f"calibrator state lacks {sorted(missing)}")
         with self._lock:
             self._reset(CalibratorConfig.from_dict(state["config"]))
-            # A state saved before strata existed has none.
-            self.add_pairs(state["wm_scores"], state["real_scores"], state["task_ids"], state.get("strata"))
+            # A state saved before strata (or weights) existed has none.
+            self.add_pairs(state["wm_scores"], state["real_scores"], state["task_ids"], state.get("strata"),
+                           state.get("weights"))
 
     def to_json(self) -> str:
         """The state dict as a JSON string."""
@@ -272,8 +286,13 @@ class Calibrator:
             else:
                 self._oof[monotone] = cross_fitted(self._maps, wm, self._real[recent], self._tasks[recent],
                                                    self.config, self._folds(), self._strata[recent],
-                                                   monotone=monotone)
+                                                   monotone=monotone, weights=self._recent_weights())
         return self._oof[monotone]
+
+    def _recent_weights(self) -> np.ndarray | None:
+        """The window's design weights; None while every one is 1 (the unweighted fits)."""
+        weights = self._weights[self._recent()]
+        return None if np.all(weights == 1.0) else weights
 
     def _folds(self) -> np.ndarray:
         # The j-th pair is in fold j mod K, so a pair keeps its fold as pairs accumulate and
@@ -282,5 +301,7 @@ class Calibrator:
         return np.arange(recent.start, recent.stop) % self.config.cv_folds
 
 
-def _windowed_mean(values: np.ndarray, window: int | None) -> float:
-    return mean(values if window is None else values[-window:])
+def _windowed_mean(values: np.ndarray, window: int | None, weights: np.ndarray | None = None) -> float:
+    if window is not None:
+        values, weights = values[-window:], None if weights is None else weights[-window:]
+    return weighted_mean(values, weights)

@@ -2,6 +2,13 @@
 
 :func:`fit_maps` chooses which maps exist from the pair counts, :func:`apply_maps` calibrates
 through them, and :class:`CalibrationMap` freezes them for shipping. Pure functions of the pairs.
+
+**Weights.** Every fit takes optional per-pair ``weights``: under a schedule that draws anchors
+with unequal inclusion probabilities ``pi``, a pair weighs ``1 / pi`` (Horvitz-Thompson), so
+the maps estimate the population of groups, not the anchors' own. The global line is weighted
+least squares, an isotonic map a weighted isotonic regression, and the out-of-fold choices (the
+global form, the task and stratum priors) compare weighted mean squared errors. ``None`` is the
+unweighted fit, the same arithmetic as before weights existed.
 """
 
 from __future__ import annotations
@@ -58,7 +65,8 @@ class CalibrationMap:
 
 
 def fit_maps(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
-             strata: np.ndarray | None = None, folds: np.ndarray | None = None) -> Maps:
+             strata: np.ndarray | None = None, folds: np.ndarray | None = None,
+             weights: np.ndarray | None = None) -> Maps:
     """The production maps: which exist depends on the pair counts.
 
     Pairs whose real scores are all equal (every anchor failed, say) fit no map: it would be
@@ -70,19 +78,32 @@ def fit_maps(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: Calibr
     """
     if wm.size < config.min_pairs_global or np.ptp(real) == 0:
         return Maps(None, {}, math.inf)
-    form = _choose_global_form(wm, real, tasks, config)
+    form = _choose_global_form(wm, real, tasks, config, weights)
     if config.debias_flagged_strata and strata is not None:
         return _flag_strata(wm, real, tasks, strata, config,
-                            np.arange(wm.size) % config.cv_folds if folds is None else folds, form)
-    task_prior, task_maps = _pooled_maps(wm, real, tasks, config, config.task_prior_pairs, form)
+                            np.arange(wm.size) % config.cv_folds if folds is None else folds, form, weights)
+    task_prior, task_maps = _pooled_maps(wm, real, tasks, config, config.task_prior_pairs, form, weights)
     stratum_prior, stratum_maps = math.inf, {}
     if config.stratify and strata is not None:
-        stratum_prior, stratum_maps = _pooled_maps(wm, real, strata, config, None, form)
-    return Maps(_global_map(wm, real, config, form), task_maps, task_prior, stratum_maps, stratum_prior,
+        stratum_prior, stratum_maps = _pooled_maps(wm, real, strata, config, None, form, weights)
+    return Maps(_global_map(wm, real, config, form, weights), task_maps, task_prior, stratum_maps, stratum_prior,
                 global_form=form)
 
 
-def _choose_global_form(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig) -> str:
+def _take(weights: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
+    """The weights of ``rows`` (None stays None: unweighted)."""
+    return None if weights is None else weights[rows]
+
+
+def weighted_mean(values: np.ndarray, weights: np.ndarray | None) -> float:
+    """Mean of ``values`` under ``weights`` (None: the plain mean); NaN when there are none."""
+    if values.size == 0:
+        return math.nan
+    return float(values.mean()) if weights is None else float(np.average(values, weights=weights))
+
+
+def _choose_global_form(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
+                        weights: np.ndarray | None = None) -> str:
     """``global_form``, or for ``chosen`` the affine line unless the isotonic map's squared error
     out of fold is lower by more than one standard error of the paired difference. Copies of
     one pair share a fold, or the isotonic map, which can pass through a pair, would be scored
@@ -91,28 +112,31 @@ def _choose_global_form(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, con
         return config.global_form
     folds = repeat_groups(wm, real, tasks) % config.cv_folds
     errors = {form: (cross_fit(folds, lambda train, test, form=form: _global_map(
-        wm[train], real[train], config, form).predict(wm[test])) - real) ** 2 for form in ("affine", "isotonic")}
+        wm[train], real[train], config, form, _take(weights, train)).predict(wm[test])) - real) ** 2
+        for form in ("affine", "isotonic")}
     gain = errors["affine"] - errors["isotonic"]
-    return "isotonic" if gain.mean() > standard_error(gain) else "affine"
+    return "isotonic" if weighted_mean(gain, weights) > standard_error(gain, weights) else "affine"
 
 
-def _global_map(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig, form: str) -> MonotoneMap:
-    return _affine(wm, real, config) if form == "affine" else _isotonic(wm, real, config)
+def _global_map(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig, form: str,
+                weights: np.ndarray | None = None) -> MonotoneMap:
+    return _affine(wm, real, config, weights) if form == "affine" else _isotonic(wm, real, config, weights)
 
 
-def _affine(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig) -> MonotoneMap:
+def _affine(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig, weights: np.ndarray | None = None) -> MonotoneMap:
     """The least-squares line of real on world-model scores, slope at least 0 (a monotone map),
     clipped to the score range. Under std-normalised group advantages it changes no advantage
     of a group that it does not clip: only a map's curvature reaches the gradient."""
-    centre, level = float(wm.mean()), float(real.mean())
-    spread = float(((wm - centre) ** 2).sum())
-    slope = max(float(((wm - centre) * (real - level)).sum()) / spread, 0.0) if spread > 0 else 0.0
+    centre, level = weighted_mean(wm, weights), weighted_mean(real, weights)
+    w = 1.0 if weights is None else weights
+    spread = float((w * (wm - centre) ** 2).sum())
+    slope = max(float((w * (wm - centre) * (real - level)).sum()) / spread, 0.0) if spread > 0 else 0.0
     return MonotoneMap(np.array([centre]), np.array([float(np.clip(level, *config.score_range))]), wm.size,
                        end_slope=slope, score_range=config.score_range)
 
 
 def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np.ndarray,
-                 config: CalibratorConfig, folds: np.ndarray, form: str) -> Maps:
+                 config: CalibratorConfig, folds: np.ndarray, form: str, weights: np.ndarray | None = None) -> Maps:
     """Maps that correct only the strata the stratum check flags.
 
     The check reads the residuals of the global and task maps, cross-fitted over ``folds``, with
@@ -120,19 +144,24 @@ def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np
     flagged stratum is set aside: its pairs leave the maps, which they bend towards their bias (a family the world model over-scores by 0.5 makes every other family look
     under-scored near its scores). The maps are refitted on the rest, and the check runs again
     until no stratum left in them is flagged. Each stratum set aside gets an offset, its mean
-    residual under the final maps, which :func:`apply_maps` subtracts.
+    residual under the final maps, which :func:`apply_maps` subtracts. With ``weights`` the maps
+    and the offsets are weighted; the check's statistic is not (it tests the anchors' own pairs).
     """
     offsets: dict[str, float] = {}
     repeats = repeat_groups(wm, real, tasks)
     while True:
         kept = np.array([stratum not in offsets for stratum in strata])
-        task_prior, task_maps = _pooled_maps(wm[kept], real[kept], tasks[kept], config, config.task_prior_pairs, form)
-        maps = Maps(_global_map(wm[kept], real[kept], config, form), task_maps, task_prior, global_form=form)
-        residual = cross_fitted(maps, wm, real, tasks, config, folds, kept=kept) - real
+        kept_weights = _take(weights, kept)
+        task_prior, task_maps = _pooled_maps(wm[kept], real[kept], tasks[kept], config, config.task_prior_pairs, form,
+                                             kept_weights)
+        maps = Maps(_global_map(wm[kept], real[kept], config, form, kept_weights), task_maps, task_prior,
+                    global_form=form)
+        residual = cross_fitted(maps, wm, real, tasks, config, folds, kept=kept, weights=weights) - real
         # The offsets are what the maps leave; the flags read a monotone map's residual, as the audit does.
         check = residual if form == "isotonic" else (
-            cross_fitted(maps, wm, real, tasks, config, folds, kept=kept, monotone=True) - real)
-        offsets = {name: float(residual[strata == name].mean()) for name in offsets}
+            cross_fitted(maps, wm, real, tasks, config, folds, kept=kept, monotone=True, weights=weights) - real)
+        offsets = {name: weighted_mean(residual[rows], _take(weights, rows))
+                   for name in offsets if (rows := strata == name).any()}
         bias, z = stratum_residuals(check, strata, repeats, config.min_stratum_pairs)
         flagged = {name: abs(z[name]) for name in flagged_strata(bias, z, config) if name not in offsets}
         if not flagged:
@@ -141,18 +170,18 @@ def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np
         rest = kept & (strata != worst)
         if rest.sum() < config.min_pairs_global or np.ptp(real[rest]) == 0:
             return replace(maps, stratum_offsets=offsets)  # too little would be left to map
-        offsets[worst] = float(residual[strata == worst].mean())
+        offsets[worst] = weighted_mean(residual[strata == worst], _take(weights, strata == worst))
 
 
 def _pooled_maps(wm: np.ndarray, real: np.ndarray, keys: np.ndarray, config: CalibratorConfig,
-                 prior: float | None, form: str) -> tuple[float, dict[str, MonotoneMap]]:
+                 prior: float | None, form: str, weights: np.ndarray | None = None) -> tuple[float, dict[str, MonotoneMap]]:
     """The prior (``None``: chosen out of fold against the global map of ``form``) and the maps
     of every key that earns one."""
     counts = Counter(key for key in keys if key is not None)
     own = {key for key in counts if _may_have_map(real[keys == key], config)}
     if prior is None:
-        prior = _choose_task_prior(wm, real, keys, config, form) if own else math.inf
-    return prior, ({} if math.isinf(prior) else _fit_task_maps(own, wm, real, keys, config))
+        prior = _choose_task_prior(wm, real, keys, config, form, weights) if own else math.inf
+    return prior, ({} if math.isinf(prior) else _fit_task_maps(own, wm, real, keys, config, weights))
 
 
 def _may_have_map(real: np.ndarray, config: CalibratorConfig) -> bool:
@@ -161,7 +190,7 @@ def _may_have_map(real: np.ndarray, config: CalibratorConfig) -> bool:
 
 
 def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
-                       config: CalibratorConfig, form: str) -> float:
+                       config: CalibratorConfig, form: str, weights: np.ndarray | None = None) -> float:
     """The grid value of ``task_prior_pairs`` whose blend of task and global maps, fitted on
     the other folds, has the lowest squared error on each fold's pairs of mapped tasks.
 
@@ -184,10 +213,11 @@ def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
         if not test.any():
             continue
         train = ~test
-        pooled[test] = _global_map(wm[train], real[train], config, form).predict(wm[test])
+        pooled[test] = _global_map(wm[train], real[train], config, form, _take(weights, train)).predict(wm[test])
         mapped_here = [task for task in set(tasks[test]) - {None}
                        if _may_have_map(real[train & (tasks == task)], config)]
-        for task, task_map in _fit_task_maps(mapped_here, wm[train], real[train], tasks[train], config).items():
+        for task, task_map in _fit_task_maps(mapped_here, wm[train], real[train], tasks[train], config,
+                                             _take(weights, train)).items():
             scored = test & (tasks == task)
             own[scored] = task_map.predict(wm[scored])
             own_pairs[scored] = task_map.n_pairs
@@ -202,11 +232,12 @@ def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
 
     # The one-standard-error rule: the most pooled value whose error is within one standard
     # error of the best. With few pairs a task map's edge is mostly luck of the folds.
+    scored = _take(weights, mapped)
     errors = {prior: squared_errors(prior) for prior in _TASK_PRIOR_GRID}
-    best = min(_TASK_PRIOR_GRID, key=lambda prior: errors[prior].mean())
-    gap_se = {prior: standard_error(errors[prior] - errors[best]) for prior in _TASK_PRIOR_GRID}
+    best = min(_TASK_PRIOR_GRID, key=lambda prior: weighted_mean(errors[prior], scored))
+    gap_se = {prior: standard_error(errors[prior] - errors[best], scored) for prior in _TASK_PRIOR_GRID}
     return next(prior for prior in _TASK_PRIOR_GRID
-                if errors[prior].mean() - errors[best].mean() <= gap_se[prior])
+                if weighted_mean(errors[prior], scored) - weighted_mean(errors[best], scored) <= gap_se[prior])
 
 
 def _pool_weight(n_pairs: np.ndarray | int, prior: float) -> np.ndarray | float:
@@ -217,7 +248,7 @@ def _pool_weight(n_pairs: np.ndarray | int, prior: float) -> np.ndarray | float:
 
 
 def fit_like(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
-             strata: np.ndarray | None = None, monotone: bool = False) -> Maps:
+             strata: np.ndarray | None = None, monotone: bool = False, weights: np.ndarray | None = None) -> Maps:
     """The same maps as ``maps``, refitted on other pairs (a fold's training set).
 
     Strata set aside (``stratum_offsets``) stay aside: the maps are refitted without their
@@ -226,20 +257,22 @@ def fit_like(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, co
     if maps.stratum_offsets and strata is not None:
         aside = np.array([stratum in maps.stratum_offsets for stratum in strata])
         refitted = fit_like(replace(maps, stratum_offsets={}), wm[~aside], real[~aside], tasks[~aside], config,
-                            monotone=monotone)
+                            monotone=monotone, weights=_take(weights, ~aside))
         residual = apply_maps(refitted, wm[aside], tasks[aside], config) - real[aside]
-        offsets = {name: float(residual[rows].mean()) for name in maps.stratum_offsets
+        aside_weights = _take(weights, aside)
+        offsets = {name: weighted_mean(residual[rows], _take(aside_weights, rows)) for name in maps.stratum_offsets
                    if (rows := strata[aside] == name).any()}
         return replace(refitted, stratum_offsets=offsets)
     form = "isotonic" if monotone else maps.global_form
-    stratum_maps = {} if strata is None else _fit_task_maps(maps.stratum_maps, wm, real, strata, config)
-    return Maps(_global_map(wm, real, config, form), _fit_task_maps(maps.task_maps, wm, real, tasks, config),
+    stratum_maps = {} if strata is None else _fit_task_maps(maps.stratum_maps, wm, real, strata, config, weights)
+    return Maps(_global_map(wm, real, config, form, weights), _fit_task_maps(maps.task_maps, wm, real, tasks, config,
+                                                                             weights),
                 maps.task_prior, stratum_maps, maps.stratum_prior, global_form=form)
 
 
 def cross_fitted(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, config: CalibratorConfig,
                  folds: np.ndarray, strata: np.ndarray | None = None, kept: np.ndarray | None = None,
-                 monotone: bool = False) -> np.ndarray:
+                 monotone: bool = False, weights: np.ndarray | None = None) -> np.ndarray:
     """Each pair's calibrated score under ``maps`` refitted on the other folds' pairs (those ``kept``:
     default all).
 
@@ -251,14 +284,14 @@ def cross_fitted(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray
     fit = np.ones(wm.size, dtype=bool) if kept is None else kept
     return cross_fit(folds, lambda train, test: apply_maps(
         fit_like(maps, wm[train & fit], real[train & fit], tasks[train & fit], config,
-                 None if strata is None else strata[train & fit], monotone),
+                 None if strata is None else strata[train & fit], monotone, _take(weights, train & fit)),
         wm[test], tasks[test], config, None if strata is None else strata[test]))
 
 
 def _fit_task_maps(names: Iterable[str], wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
-                   config: CalibratorConfig) -> dict[str, MonotoneMap]:
+                   config: CalibratorConfig, weights: np.ndarray | None = None) -> dict[str, MonotoneMap]:
     # A task without pairs here (possible only in a cross-fitting fold) uses the global map.
-    return {name: _isotonic(wm[rows], real[rows], config)
+    return {name: _isotonic(wm[rows], real[rows], config, _take(weights, rows))
             for name in names if (rows := tasks == name).any()}
 
 
@@ -281,18 +314,20 @@ class MonotoneMap:
         return np.clip(inside + self.end_slope * beyond, *self.score_range)
 
 
-def _isotonic(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig) -> MonotoneMap:
+def _isotonic(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig,
+              weights: np.ndarray | None = None) -> MonotoneMap:
     lo, hi = config.score_range
     # out_of_bounds="clip": the default "nan" would turn scores beyond the anchors' range
     # into NaN rewards.
     isotonic = IsotonicRegression(increasing=True, out_of_bounds="clip", y_min=lo, y_max=hi)
-    isotonic.fit(wm, real)
+    isotonic.fit(wm, real, sample_weight=weights)
     if not config.centered or isotonic.X_thresholds_.size < 2:
         return MonotoneMap(isotonic.X_thresholds_, isotonic.y_thresholds_, wm.size)
-    return _centered(wm, isotonic.predict(wm), config)
+    return _centered(wm, isotonic.predict(wm), config, weights)
 
 
-def _centered(wm: np.ndarray, fitted: np.ndarray, config: CalibratorConfig) -> MonotoneMap:
+def _centered(wm: np.ndarray, fitted: np.ndarray, config: CalibratorConfig,
+              weights: np.ndarray | None = None) -> MonotoneMap:
     """Centered isotonic regression (Oron & Flournoy, 2017): one knot per block of equal
     fitted value, at the block's mean world-model score, plus the anchors' extreme scores
     holding the end blocks' values. The map stays monotone and passes through every block
@@ -305,7 +340,9 @@ def _centered(wm: np.ndarray, fitted: np.ndarray, config: CalibratorConfig) -> M
     x, y = wm[order], fitted[order]
     block_id = np.concatenate([[0], np.cumsum(np.diff(y) != 0)])
     sizes = np.bincount(block_id)
-    centres = np.bincount(block_id, weights=x) / sizes
+    # A block's centre is its (weighted) mean score: where its weighted fit is exact.
+    centres = (np.bincount(block_id, weights=x) / sizes if weights is None else
+               np.bincount(block_id, weights=x * weights[order]) / np.bincount(block_id, weights=weights[order]))
     levels = y[np.concatenate([[0], np.cumsum(sizes)[:-1]])]
     if config.extend_ends and centres.size >= 2:
         slope = (levels[-1] - levels[0]) / (centres[-1] - centres[0])
@@ -351,9 +388,15 @@ def cross_fit(folds: np.ndarray, fit_predict: Callable[[np.ndarray, np.ndarray],
     return out
 
 
-def standard_error(values: np.ndarray) -> float:
-    """Standard error of the mean of ``values`` (0 for fewer than two)."""
-    return float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else 0.0
+def standard_error(values: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Standard error of the (weighted) mean of ``values`` (0 for fewer than two). Weighted: the
+    ratio estimator's, ``sqrt(sum(w^2 (v - m)^2)) / sum(w)``."""
+    if values.size < 2:
+        return 0.0
+    if weights is None:
+        return float(values.std(ddof=1) / math.sqrt(values.size))
+    centred = values - np.average(values, weights=weights)
+    return float(np.sqrt(np.sum(weights**2 * centred**2) * values.size / (values.size - 1)) / weights.sum())
 
 
 def mean(values: np.ndarray) -> float:

@@ -18,7 +18,7 @@ from wmrl_envs.scoring.core import GroupScorer, ScoringCore
 from wmrl_envs.scoring.fusion import FusionConfig, anchor_weight, sample_weights
 from wmrl_envs.scoring.modes import REWARD_MODES, check_reward_mode, env_core
 from wmrl_envs.scoring.results import STREAMS, ScoredGroup, ScoreResult, bounded
-from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, HashSchedule, StepSchedule
+from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, HashSchedule, InformedSchedule, StepSchedule
 
 __all__ = [
     "REWARD_MODES",
@@ -30,6 +30,7 @@ __all__ = [
     "FusionConfig",
     "GroupScorer",
     "HashSchedule",
+    "InformedSchedule",
     "ScoreResult",
     "ScoredGroup",
     "ScoringCore",

@@ -31,7 +31,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,9 +40,10 @@ import numpy as np
 from wmrl_envs import outcome
 from wmrl_envs.analysis.code_features import solution_family
 from wmrl_envs.analysis.proofs import Prover
+from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading.runs import exception_message, judge_run
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, ExecutorPool, make_executor
-from wmrl_envs.scoring.experience import ExecutedOutcomes
+from wmrl_envs.scoring.experience import ExecutedOutcomes, NeighbourResiduals
 from wmrl_envs.scoring.results import ScoredGroup, ScoreResult, bounded, tail
 from wmrl_envs.task_spec import Task
 from wmrl_envs.world_models import DEFAULT_WORLD_MODEL, make_world_model
@@ -86,11 +87,14 @@ class CodeScorer:
             run (an audit of the prover: a run that contradicts a proof is logged).
         reuse: Answer a world-model sample whose code this scorer already executed on its task
             with that outcome (:mod:`~wmrl_envs.scoring.experience`), before any world model.
+        neighbours: Move a world-model prediction by the residuals the world model made on
+            executed anchors of the same task whose code differs from it only in numbers
+            (:class:`~wmrl_envs.scoring.experience.NeighbourResiduals`; ``decided_by="neighbours"``).
     """
 
     def __init__(self, world_model: Any = DEFAULT_WORLD_MODEL, world_model_kwargs: dict[str, Any] | None = None,
                  executor: str = DEFAULT_EXECUTOR, workers: int | None = None, *, prove: bool = True,
-                 execute_proved: bool = False, reuse: bool = True) -> None:
+                 execute_proved: bool = False, reuse: bool = True, neighbours: bool = True) -> None:
         self._world_model_spec = world_model
         self._world_model_kwargs = dict(world_model_kwargs or {})
         self._world_model = None if isinstance(world_model, str) else world_model
@@ -99,7 +103,9 @@ class CodeScorer:
         self.prove = prove
         self.execute_proved = execute_proved
         self.reuse = reuse
+        self.neighbours = neighbours
         self.experience = ExecutedOutcomes()
+        self.residuals = NeighbourResiduals()
         self.prover = Prover()
         self._pool = None
         self._answers: dict[str, Any] = {}
@@ -136,8 +142,13 @@ class CodeScorer:
             return self._pool
 
     # ------------------------------------------------------------------ scoring
-    def score(self, groups: Sequence[CodeGroup], streams: Sequence[str]) -> list[ScoredGroup]:
-        """Raw scores of every group on its stream: one world-model batch, one execution fan-out."""
+    def score(self, groups: Sequence[CodeGroup], streams: Sequence[str],
+              choose: Callable[[list[ScoredGroup]], Sequence[bool]] | None = None) -> list[ScoredGroup]:
+        """Raw scores of every group on its stream: one world-model batch, one execution fan-out.
+
+        ``choose`` (an informed schedule's, through the scoring core) sees the world-model groups
+        once predicted and says which of them become anchors: those are executed as if they had
+        been anchors from the start (their predictions kept, proved failures exact)."""
         out = [ScoredGroup(g.task.id, g.group_id, stream,
                            [ScoreResult(task_id=g.task.id, stream=stream) for _ in g.scripts])
                for g, stream in zip(groups, streams)]
@@ -162,11 +173,37 @@ class CodeScorer:
                     predict.append((gi, i))
                 if stream in ("real", "anchor"):
                     execute.append((gi, i))
-        self._predict(groups, out, predict)
+        uncorrected = self._predict(groups, out, predict)
+        if choose is not None:
+            execute += self._promote(groups, out, choose)
         if not self.execute_proved:  # an exact prediction (a sample run's exact failure) needs no full run
             execute = [(gi, i) for gi, i in execute if not self._settled_by_prediction(out[gi].samples[i])]
-        self._execute(groups, out, execute)
+        self._execute(groups, out, execute, uncorrected)
         return out
+
+    def _promote(self, groups: Sequence[CodeGroup], out: list[ScoredGroup],
+                 choose: Callable[[list[ScoredGroup]], Sequence[bool]]) -> list[tuple[int, int]]:
+        """Turn the world-model groups ``choose`` picks into anchors; returns the samples to execute
+        (a proved failure, or a reused outcome, is exact: it is not run)."""
+        candidates = [gi for gi, g in enumerate(out) if g.stream == "world_model"]
+        picks = list(choose([out[gi] for gi in candidates]))
+        if len(picks) != len(candidates):
+            raise ConfigError(f"choose() answered for {len(picks)} groups, {len(candidates)} were offered")
+        execute = []
+        for gi, pick in zip(candidates, picks):
+            if not pick:
+                continue
+            out[gi].stream = "anchor"
+            for i, sample in enumerate(out[gi].samples):
+                sample.stream = "anchor"
+                if groups[gi].scripts[i] is None or (sample.proved and not self.execute_proved):
+                    # As an anchor from the start: the exact outcome is the real one.
+                    sample.real_score = 0.0 if sample.decided_by == "proof" else sample.wm_score_raw
+                    if sample.wm_score_raw is None:
+                        sample.wm_score_raw = sample.real_score
+                else:
+                    execute.append((gi, i))
+        return execute
 
     @staticmethod
     def _settled_by_prediction(sample: ScoreResult) -> bool:
@@ -213,9 +250,12 @@ class CodeScorer:
         sample.proved, sample.decided_by = True, "reuse"
         return True
 
-    def _predict(self, groups: Sequence[CodeGroup], out: list[ScoredGroup], items: list[tuple[int, int]]) -> None:
+    def _predict(self, groups: Sequence[CodeGroup], out: list[ScoredGroup],
+                 items: list[tuple[int, int]]) -> dict[tuple[int, int], float]:
+        """Predict the items; returns each scored item's raw score before any neighbour correction."""
+        uncorrected: dict[tuple[int, int], float] = {}
         if not items:
-            return
+            return uncorrected
         cpu0 = time.process_time()
         predictions = self.world_model.predict([groups[gi].task for gi, _ in items],
                                                [groups[gi].scripts[i] for gi, i in items])
@@ -230,27 +270,49 @@ class CodeScorer:
                 sample.error = bounded(f"the world model gave no score: {p.error}")
                 continue
             sample.wm_score_raw = float(p.score)
+            sample.wm_uncertainty = float(p.uncertainty) if np.isfinite(p.uncertainty) else None
             sample.status, sample.exception, sample.p_valid = p.status, p.exception, float(p.p_valid)
             sample.wm_status, sample.wm_stage = p.status, p.stage
             sample.proved, sample.decided_by = p.proved, p.stage
             # A parsed prediction may still carry a reason; a predicted failure says which.
             sample.error = bounded(p.message if p.status != outcome.VALID and p.message else p.error)
+            uncorrected[(gi, i)] = sample.wm_score_raw
+            if self.neighbours and not p.proved:
+                self._correct_by_neighbours(groups[gi].task, groups[gi].scripts[i], sample)
+        return uncorrected
 
-    def _execute(self, groups: Sequence[CodeGroup], out: list[ScoredGroup], items: list[tuple[int, int]]) -> None:
+    def _correct_by_neighbours(self, task: Task, script: str, sample: ScoreResult) -> None:
+        """Move the raw prediction by its executed neighbours' residuals (the scoring core maps or
+        clips it into the reward's range, as any raw score)."""
+        shift, n = self.residuals.correction(task.id, script)
+        if n == 0:
+            return
+        sample.wm_score_raw += shift
+        sample.decided_by = sample.wm_stage = "neighbours"
+
+    def _execute(self, groups: Sequence[CodeGroup], out: list[ScoredGroup], items: list[tuple[int, int]],
+                 uncorrected: Mapping[tuple[int, int], float]) -> None:
         if not items:
             return
         runs = self.pool.run_batch([(groups[gi].scripts[i], groups[gi].task) for gi, i in items])
         for (gi, i), run in zip(items, runs):
-            self._grade(groups[gi].task, out[gi].samples[i], run)
-            self.experience.record(groups[gi].task.id, groups[gi].scripts[i], out[gi].samples[i])
+            task, script, sample = groups[gi].task, groups[gi].scripts[i], out[gi].samples[i]
+            self._grade(task, sample, run)
+            self.experience.record(task.id, script, sample)
+            if (gi, i) in uncorrected and not sample.infra_failure and sample.real_score is not None:
+                self.residuals.record(task.id, script, uncorrected[(gi, i)], sample.real_score)
 
     def state_dict(self) -> dict[str, Any]:
         """What the run taught the scorer: its executed outcomes and its world model's state (if any)."""
         model = self._world_model if hasattr(self._world_model, "state_dict") else None
-        return {"experience": self.experience.state_dict(), "world_model": model.state_dict() if model else None}
+        return {"experience": self.experience.state_dict(), "residuals": self.residuals.state_dict(),
+                "world_model": model.state_dict() if model else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.experience.load_state_dict(state["experience"])
+        self.residuals = NeighbourResiduals()
+        if state.get("residuals") is not None:  # a checkpoint from before neighbour corrections has none
+            self.residuals.load_state_dict(state["residuals"])
         if state.get("world_model") is not None:
             self.world_model.load_state_dict(state["world_model"])
 

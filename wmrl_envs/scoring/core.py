@@ -26,7 +26,11 @@ model). :meth:`ScoringCore.fuse` then turns raw scores into rewards, the same wa
    :attr:`FusionConfig.anchor_real_share` is below 1 (the paper's anchor reward is the real score);
 4. every anchor sample gets the current weight ``w_A``, every other sample 1 (the ``paper``
    rule first folds the batch's anchor groups, out-of-sample calibrated against real, into
-   its disagreement).
+   its disagreement);
+5. the anchors' out-of-sample errors (step 1's world-model reward against the real score) feed
+   a split-conformal bound (:mod:`wmrl_envs.calibration.bound`), and every world-model sample
+   carries it as ``reward_error_bound``: at least ``error_bound_level`` of world-model samples
+   have ``|reward - real|`` within it (None until enough anchors are in).
 
 Within one call, all anchor pairs enter before any world-model group is calibrated. An env
 step is a batch of one sample, so a user loop that visits a step's anchor groups before its
@@ -41,11 +45,19 @@ from typing import Any, Protocol
 import numpy as np
 
 from wmrl_envs.calibration import Calibrator
+from wmrl_envs.calibration.bound import RewardErrorBound
 from wmrl_envs.errors import CalibratorLostError, ConfigError
 from wmrl_envs.scoring.calibrators import shared_calibrator
 from wmrl_envs.scoring.fusion import DisagreementTracker, FusionConfig, anchor_reward, anchor_weight
 from wmrl_envs.scoring.results import ScoredGroup, bounded
-from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, StepSchedule, check_stream
+from wmrl_envs.scoring.schedule import (
+    AnchorSchedule,
+    ConstantSchedule,
+    InformedSchedule,
+    StepSchedule,
+    check_stream,
+    group_information,
+)
 from wmrl_envs.scoring.shaping import shaped_return
 
 
@@ -84,6 +96,7 @@ class ScoringCore:
         self.scorer = scorer
         self.c: float | None = self.fusion.c
         self.disagreement = DisagreementTracker(self.fusion)
+        self.error_bound = RewardErrorBound(self.fusion.error_bound_level, self.fusion.error_bound_window)
 
     @property
     def reward(self) -> str:
@@ -94,27 +107,52 @@ class ScoringCore:
 
     # ------------------------------------------------------------------ streams
     def streams(self, group_ids: Sequence[Any]) -> list[str]:
-        """The stream of each group, from the schedule."""
+        """The stream of each group, from the schedule (an informed schedule has none before its
+        groups are scored: a :class:`~wmrl_envs.errors.ConfigError`)."""
         return [check_stream(self.schedule.stream(g)) for g in group_ids]
 
     # ------------------------------------------------------------------ scoring
     def score(self, groups: Sequence[Any], streams: Sequence[str] | None = None) -> list[ScoredGroup]:
         """Score groups through the scorer (one batch), then :meth:`fuse` them.
 
-        ``streams`` overrides the schedule (for tools); by default each group's id decides.
+        ``streams`` overrides the schedule (for tools); by default each group's id decides, or,
+        under an :class:`~wmrl_envs.scoring.schedule.InformedSchedule`, the world model's
+        predictions of the groups (every group offered; ``streams`` may hold back some as ``real``).
         """
         if self.scorer is None:
             raise ConfigError("this scoring core has no scorer: its episodes score themselves and call fuse()")
+        if isinstance(self.schedule, InformedSchedule):
+            streams = list(streams) if streams is not None else ["world_model"] * len(groups)
+            if len(streams) != len(groups):
+                raise ConfigError(f"{len(groups)} groups but {len(streams)} streams")
+            return self.fuse(self.scorer.score(groups, [check_stream(s) for s in streams], choose=self._choose))
         streams = list(streams) if streams is not None else self.streams([g.group_id for g in groups])
         if len(streams) != len(groups):
             raise ConfigError(f"{len(groups)} groups but {len(streams)} streams")
         return self.fuse(self.scorer.score(groups, [check_stream(s) for s in streams]))
+
+    def _choose(self, predicted: list[ScoredGroup]) -> list[bool]:
+        """The informed schedule's anchors among predicted world-model groups; every sample records
+        its group's inclusion probability (an anchor pair weighs its inverse)."""
+        information = [group_information([s.p_valid for s in g.samples], [s.wm_uncertainty for s in g.samples],
+                                         [s.proved for s in g.samples]) for g in predicted]
+        chosen, probabilities = self.schedule.choose([g.group_id for g in predicted], information)
+        for g, probability in zip(predicted, probabilities):
+            for s in g.samples:
+                s.inclusion_probability = float(probability)
+        return [bool(c) for c in chosen]
 
     def fuse(self, groups: Sequence[ScoredGroup]) -> list[ScoredGroup]:
         """Turn raw scores into rewards and weights (the steps in the module docstring); in place."""
         anchors = [g for g in groups if g.stream == "anchor"]
         for g in anchors:
             self._calibrate(g)
+        for g in anchors:  # each calibrated, as a world-model sample would be, by maps that had not seen it
+            self.error_bound.observe(np.array([np.nan if (v := self._world_model_score(s)) is None or s.infra_failure
+                                               else v for s in g.samples], dtype=float),
+                                     np.array([np.nan if s.real_score is None else s.real_score
+                                               for s in g.samples], dtype=float),
+                                     _bound_weights(g.samples))
         fed = self._feed(anchors)
         if fed and self.fusion.rule == "paper":
             for g in anchors:  # before feeding, each was calibrated by a map that had not seen it
@@ -126,6 +164,7 @@ class ScoringCore:
             if g.stream == "world_model":
                 self._calibrate(g)
         weight = self.anchor_weight() if anchors and fed else 1.0
+        bound = self.reward_error_bound()
         for g in groups:
             for s in g.samples:
                 if g.stream in ("real", "anchor"):
@@ -143,6 +182,9 @@ class ScoringCore:
                         s.score = float(shaped_return(s.real_score, s.score,
                                                       self.potential(s.potential_start, g.task_id)))
                 s.fusion_weight = weight if g.stream == "anchor" else 1.0
+                if g.stream == "world_model":
+                    s.reward_error_bound = bound if s.inclusion_probability is None else \
+                        self.reward_error_bound(_odds_against(s.inclusion_probability))
         return list(groups)
 
     def _feed(self, anchors: list[ScoredGroup]) -> bool:
@@ -152,7 +194,8 @@ class ScoringCore:
             for g in anchors:
                 wm, real = g.pairs
                 if wm.size:
-                    self.calibrator.add_pairs(wm, real, [g.task_id] * int(wm.size), strata=g.pair_strata)
+                    self.calibrator.add_pairs(wm, real, [g.task_id] * int(wm.size), strata=g.pair_strata,
+                                              weights=g.pair_weights)
         except CalibratorLostError as exc:
             error = bounded(f"infrastructure failure (not a score): {exc}")
             for g in anchors:
@@ -218,9 +261,22 @@ class ScoringCore:
             self.c = 1.0 / eta2  # the paper's default, fixed at the first measurement
         return anchor_weight(eta2, self.c, self.fusion.w_max)
 
+    def reward_error_bound(self, test_weight: float | None = None) -> float | None:
+        """The bound on a world-model sample's ``|reward - real|`` at ``error_bound_level``; None
+        while too few anchor residuals are in (:mod:`wmrl_envs.calibration.bound`). Under an
+        informed schedule a sample's ``test_weight`` is its group's odds against being drawn."""
+        value = self.error_bound.bound(test_weight)
+        return value if np.isfinite(value) else None
+
+    def bound_metrics(self) -> dict[str, float]:
+        """``bound/reward_error`` (NaN while too few anchors are in) and ``bound/residuals``."""
+        bound = self.reward_error_bound()
+        return {"bound/reward_error": float("nan") if bound is None else bound,
+                "bound/residuals": float(len(self.error_bound))}
+
     def metrics(self) -> dict[str, float]:
-        """``calibration/*`` and ``fusion/*`` scalars to log."""
-        out = dict(self.calibrator.metrics())
+        """``calibration/*``, ``bound/*`` and ``fusion/*`` scalars to log."""
+        out = dict(self.calibrator.metrics()) | self.bound_metrics()
         out["fusion/w_anchor"] = self.anchor_weight()
         c = self.disagreement.c if self.fusion.rule == "paper" else self.c
         out["fusion/c"] = float("nan") if c is None else float(c)
@@ -246,10 +302,11 @@ class ScoringCore:
     def state_dict(self) -> dict[str, Any]:
         """The run's scoring state: the calibrator's pairs, ``c`` and what an adaptive schedule
         recorded (None for a schedule that is configuration only)."""
-        schedule = self.schedule.state_dict() if isinstance(self.schedule, StepSchedule) else None
+        schedule = self.schedule.state_dict() if isinstance(self.schedule, (StepSchedule, InformedSchedule)) else None
         scorer = self.scorer.state_dict() if hasattr(self.scorer, "state_dict") else None
         return {"calibrator": self.calibrator.state_dict(), "c": self.c, "schedule": schedule,
-                "disagreement": self.disagreement.state_dict(), "scorer": scorer}
+                "disagreement": self.disagreement.state_dict(), "scorer": scorer,
+                "error_bound": self.error_bound.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.calibrator.load_state_dict(state["calibrator"])
@@ -258,9 +315,24 @@ class ScoringCore:
             self.disagreement.load_state_dict(state["disagreement"])
         if state["schedule"] is not None:
             self.schedule.load_state_dict(state["schedule"])
+        if "error_bound" in state:  # absent from checkpoints written before the bound
+            self.error_bound.load_state_dict(state["error_bound"])
         if state.get("scorer") is not None and hasattr(self.scorer, "load_state_dict"):
             self.scorer.load_state_dict(state["scorer"])  # absent from checkpoints written before reuse
 
     def close(self) -> None:
         if self.scorer is not None:
             self.scorer.close()
+
+
+def _odds_against(probability: float) -> float:
+    """``(1 - p) / p``: how much more often a group of inclusion probability ``p`` is a world-model
+    group than an anchor, its weight in the world-model stream's error distribution."""
+    return max(1.0 - probability, 1e-12) / probability
+
+
+def _bound_weights(samples: Sequence[Any]) -> np.ndarray | None:
+    """The bound's weight of each anchor sample's residual (None: all equal, the random schedules)."""
+    if all(s.inclusion_probability is None for s in samples):
+        return None
+    return np.array([_odds_against(s.inclusion_probability) for s in samples], dtype=float)

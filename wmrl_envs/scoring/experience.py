@@ -7,6 +7,17 @@ do not matter). When a world-model sample's script was already executed on its t
 :class:`~wmrl_envs.scoring.code.CodeScorer` answers it with that outcome (``decided_by="reuse"``):
 exact, up to the script's own randomness (a script that draws without a seed scores differently
 run to run; the mean of its runs is kept). Its state is saved and resumed with the scoring core's.
+
+A policy also repeats itself with other numbers: the same program with another seed, another
+learning rate or another number of trees. :class:`NeighbourResiduals` keeps, for each task and
+:func:`~wmrl_envs.analysis.script.shape_key` (the code up to its numeric literals), how far the
+world model's raw score fell from the real one on the anchors executed so far. A new
+prediction of that shape on that task moves by the neighbours' mean residual, shrunk toward
+0 by empirical Bayes (:func:`prior_pairs`): ``raw + n / (n + k) * mean``. The shrinkage ``k`` is
+the within-shape residual variance over the between-shape one, measured on the run's own anchors,
+so a world model whose errors are shared by a shape's variants is corrected nearly in full and one
+whose errors are noise is left alone. An anchor is corrected only from anchors of earlier
+batches, so the calibrator's pair for it stays out of sample.
 """
 
 from __future__ import annotations
@@ -16,12 +27,20 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from wmrl_envs.analysis.script import code_key
+import numpy as np
+
+from wmrl_envs.analysis.script import code_key, shape_key
 from wmrl_envs.scoring.results import ScoreResult
 
 #: Outcomes kept (oldest dropped first): far more distinct scripts than a run executes.
 MAX_OUTCOMES = 100_000
 _STATE_FORMAT = 1
+#: Shrinkage pseudo-pairs while too few shapes have repeats to measure it (:func:`prior_pairs`).
+DEFAULT_PRIOR_PAIRS = 1.0
+#: Shapes with at least two anchors needed before the shrinkage is measured.
+MIN_REPEATED_SHAPES = 3
+#: Bounds on the measured shrinkage: never a full trust of one neighbour, never none at all.
+PRIOR_PAIRS_RANGE = (0.1, 100.0)
 
 
 @dataclass
@@ -67,3 +86,84 @@ class ExecutedOutcomes:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._outcomes = OrderedDict(((task, key), ExecutedOutcome(**o)) for task, key, o in state["outcomes"])
+
+
+@dataclass
+class ResidualSummary:
+    """Residuals (real minus the world model's raw score) of one shape on one task: their count,
+    mean and sum of squared deviations (Welford)."""
+
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+
+    def add(self, residual: float) -> None:
+        self.n += 1
+        delta = residual - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (residual - self.mean)
+
+
+def prior_pairs(summaries: list[ResidualSummary]) -> float:
+    """The empirical-Bayes shrinkage of a shape's mean residual: the pooled within-shape variance
+    over the mean square of shapes' true mean residuals (method of moments), in pseudo-pairs.
+    :data:`DEFAULT_PRIOR_PAIRS` until :data:`MIN_REPEATED_SHAPES` shapes have two residuals;
+    the upper bound when the shapes' means differ no more than their noise explains."""
+    repeated = [s for s in summaries if s.n >= 2]
+    if len(repeated) < MIN_REPEATED_SHAPES:
+        return DEFAULT_PRIOR_PAIRS
+    within = sum(s.m2 for s in repeated) / sum(s.n - 1 for s in repeated)
+    # The prior is centred on 0 (the world model unmoved): the second moment about 0, not the variance.
+    means = np.array([s.mean for s in summaries])
+    between = float(np.mean(means**2)) - within * float(np.mean([1.0 / s.n for s in summaries]))
+    lo, hi = PRIOR_PAIRS_RANGE
+    if between <= 0.0:
+        return hi
+    return float(np.clip(within / between, lo, hi))
+
+
+class NeighbourResiduals:
+    """The world model's residuals on executed anchors by ``(task id, shape key)``, and the
+    correction they give a new prediction of the same shape."""
+
+    def __init__(self) -> None:
+        self._shapes: OrderedDict[tuple[str, str], ResidualSummary] = OrderedDict()
+        self._prior_pairs: float | None = None  # measured lazily, reset by every record
+
+    def __len__(self) -> int:
+        return len(self._shapes)
+
+    def record(self, task_id: str, script: str, wm_raw: float, real: float) -> None:
+        """Learn an executed anchor's residual from its world-model raw score (uncorrected)."""
+        shape = shape_key(script)
+        if shape is None or not (np.isfinite(wm_raw) and np.isfinite(real)):
+            return
+        summary = self._shapes.pop((task_id, shape), None) or ResidualSummary()
+        summary.add(float(real) - float(wm_raw))
+        self._shapes[(task_id, shape)] = summary
+        self._prior_pairs = None
+        while len(self._shapes) > MAX_OUTCOMES:
+            self._shapes.popitem(last=False)
+
+    @property
+    def prior_pairs(self) -> float:
+        if self._prior_pairs is None:
+            self._prior_pairs = prior_pairs(list(self._shapes.values()))
+        return self._prior_pairs
+
+    def correction(self, task_id: str, script: str) -> tuple[float, int]:
+        """What to add to a raw prediction of ``script`` on the task, and the neighbours behind it
+        (0 and 0 when no script of its shape was executed there)."""
+        shape = shape_key(script)
+        summary = self._shapes.get((task_id, shape)) if shape is not None else None
+        if summary is None:
+            return 0.0, 0
+        return summary.n / (summary.n + self.prior_pairs) * summary.mean, summary.n
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"format": _STATE_FORMAT,
+                "shapes": [[task, key, asdict(s)] for (task, key), s in self._shapes.items()]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._shapes = OrderedDict(((task, key), ResidualSummary(**s)) for task, key, s in state["shapes"])
+        self._prior_pairs = None

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from wmrl_envs.calibration.bound import smallest_sample
 from wmrl_envs.errors import ConfigError
 
 #: The anchor-weight rules (module docstring).
@@ -74,6 +75,10 @@ class FusionConfig:
         anchor_real_share: An anchor sample's reward is ``share·real + (1 - share)·calibrated``
             (module docstring). 1 (the default, the paper's): the real score alone. An anchor
             without a calibrated score (its world model failed) keeps the real score.
+        error_bound_level: The share of world-model samples whose reward the published bound
+            on ``|reward - real|`` covers (:mod:`wmrl_envs.calibration.bound`).
+        error_bound_window: The most recent anchor residuals the bound reads: a shorter window
+            follows a drifting world model sooner and is looser.
     """
 
     rule: str = field(default="none", metadata={"help": f"anchor-weight rule, one of {ANCHOR_WEIGHT_RULES}"})
@@ -86,6 +91,10 @@ class FusionConfig:
     target_weight: float = field(default=2.0, metadata={"help": "paper rule: w_A when c is fixed"})
     anchor_real_share: float = field(default=1.0, metadata={
         "help": "an anchor sample's reward: this share of its real score, the rest its calibrated world-model score"})
+    error_bound_level: float = field(default=0.9, metadata={
+        "help": "share of world-model samples whose |reward - real| the published bound covers, in (0, 1)"})
+    error_bound_window: int = field(default=256, metadata={
+        "help": "the most recent anchor residuals the reward-error bound reads"})
 
     def __post_init__(self) -> None:
         if self.rule not in ANCHOR_WEIGHT_RULES:
@@ -104,6 +113,14 @@ class FusionConfig:
         if isinstance(self.anchor_real_share, bool) or not isinstance(self.anchor_real_share, (int, float)) \
                 or not 0.0 <= self.anchor_real_share <= 1.0:
             raise ConfigError(f"anchor_real_share must be a number in [0, 1], got {self.anchor_real_share!r}")
+        if isinstance(self.error_bound_level, bool) or not isinstance(self.error_bound_level, (int, float)) \
+                or not 0.0 < self.error_bound_level < 1.0:
+            raise ConfigError(f"error_bound_level must be a number in (0, 1), got {self.error_bound_level!r}")
+        if isinstance(self.error_bound_window, bool) or not isinstance(self.error_bound_window, int) \
+                or self.error_bound_window < smallest_sample(self.error_bound_level):
+            raise ConfigError(f"error_bound_window must be an int of at least {smallest_sample(self.error_bound_level)} "
+                              f"(the fewest residuals that give a finite bound at level {self.error_bound_level}), "
+                              f"got {self.error_bound_window!r}")
         if self.rule == "none" and self.c is not None:
             # A slope the rule never reads would be silently ignored; say so instead.
             raise ConfigError(f"c={self.c} has no effect under the 'none' rule (w_A = 1): pick rule 'eta2', "

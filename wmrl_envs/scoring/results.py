@@ -27,8 +27,9 @@ STREAMS = ("real", "world_model", "anchor")
 __all__ = ["DECIDERS", "STREAMS", "ScoreResult", "ScoredGroup", "bounded", "tail"]
 #: What settled a sample's outcome (``ScoreResult.decided_by``): a static proof, the script's run
 #: in the sandbox, its run on a sample of the task, an earlier full run of the same code on the
-#: task reused, or a world model's estimate ("" until scored).
-DECIDERS = ("proof", "execution", "sample_run", "reuse", "world_model")
+#: task reused, a world model's estimate moved by the residuals of executed scripts that differ
+#: from it only in numbers, or a world model's estimate ("" until scored).
+DECIDERS = ("proof", "execution", "sample_run", "reuse", "neighbours", "world_model")
 
 
 @dataclass
@@ -64,7 +65,8 @@ class ScoreResult:
             it gives (for a reuse, up to the script's own randomness); no map moves it.
         executed: The script ran in the sandbox.
         wm_status, wm_stage: The world model's predicted outcome and the stage that predicted it
-            (``proof``, ``sample_run``, ``world_model``), kept when the sample is also executed, so
+            (``proof``, ``sample_run``, ``world_model``; ``neighbours`` when executed neighbours
+            moved the estimate), kept when the sample is also executed, so
             an anchor's prediction can be scored against its run; None when nothing was predicted.
         decided_by: What settled the outcome, one of :data:`DECIDERS` (``""`` until scored): on an
             anchor, the execution; on a world-model sample, the world model's stage that answered.
@@ -80,6 +82,15 @@ class ScoreResult:
             reading at its last, ``Phi_T``, and ``real_score`` its success. A world-model sample
             that has it is rewarded ``success + Phi_T - Phi_0`` (on the calibrated scale); None
             for every other sample.
+        wm_uncertainty: The world model's standard deviation of its score estimate, when it gives
+            one; None otherwise.
+        inclusion_probability: Under an informed schedule, the probability with which the
+            sample's group was drawn as an anchor (an anchor pair then weighs its inverse); None
+            under the other schedules, whose draws do not depend on the predictions.
+        reward_error_bound: On a world-model sample: the scoring core's split-conformal bound on
+            ``|reward - real|`` at ``FusionConfig.error_bound_level``, from the anchors' out-of-sample
+            errors (:mod:`wmrl_envs.calibration.bound`); None on other streams and while too few
+            anchors are in.
         cost: Seconds spent: ``execution_s``, ``execution_cpu_s``, ``world_model_s`` and,
             for simulated episodes, ``simulation_s``, ``simulation_cpu_s``, ``simulation_steps``.
     """
@@ -109,6 +120,9 @@ class ScoreResult:
     leaderboard: dict[str, Any] = field(default_factory=dict)
     stratum: str | None = None
     potential_start: float | None = None
+    reward_error_bound: float | None = None
+    wm_uncertainty: float | None = None
+    inclusion_probability: float | None = None
     cost: dict[str, float] = field(default_factory=lambda: {"execution_s": 0.0, "world_model_s": 0.0})
 
     def __post_init__(self) -> None:
@@ -159,6 +173,15 @@ class ScoredGroup:
         wm, real = self.wm_raw, self.real
         keep = self._paired(wm, real)
         return wm[keep], real[keep]
+
+    @property
+    def pair_weights(self) -> np.ndarray | None:
+        """The design weight of each of :attr:`pairs` (1 / the group's inclusion probability);
+        None when the group was not drawn by an informed schedule."""
+        if self.stream != "anchor" or all(s.inclusion_probability is None for s in self.samples):
+            return None
+        keep = self._paired(self.wm_raw, self.real)
+        return np.array([1.0 / s.inclusion_probability for s, k in zip(self.samples, keep) if k], dtype=float)
 
     @property
     def pair_strata(self) -> list[str | None]:

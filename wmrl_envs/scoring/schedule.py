@@ -12,6 +12,19 @@ GRPO group is compared within one stream.
   injects it (``gym.make(..., schedule=trainer.core.schedule)``) gets the trainer's streams.
   With ``adaptive=True`` its fraction follows the audit (:meth:`StepSchedule.adapt`).
 * :class:`ConstantSchedule`: one stream for every group (``real`` GRPO, the raw world model).
+* :class:`InformedSchedule`: anchors chosen by what they would teach. It wraps a hash or step
+  schedule, which says *how many* groups a batch anchors, and decides *which* after the world
+  model has scored every group: a group's inclusion probability rises with the world model's
+  predictive variance of its rewards (:func:`group_information`; a proved outcome teaches
+  nothing), above a floor that leaves every group a chance, and sums to the budget
+  (:func:`inclusion_probabilities`). Groups are then drawn by systematic sampling in a seeded
+  order (:func:`systematic_draw`): the batch anchors exactly the budget's count (rounded at
+  random when it is fractional) and each group with its own probability, so that the scoring core
+  can weigh each anchor pair by ``1 / probability`` and keep calibration unbiased
+  (:mod:`wmrl_envs.calibration.maps`). The decision is deterministic given the seed, the batch's
+  group ids and the world model's predictions. It needs every member of a group scored before
+  the group's stream is known: a batch scorer's path (the trainer, ``ScoringCore.score``), not a
+  per-sample env step (:meth:`InformedSchedule.stream` says so).
 
 Schedules are small, picklable and deterministic: the stream of a group never depends on
 the order in which groups are scored.
@@ -37,7 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
@@ -234,6 +247,139 @@ def check_min_anchor_groups(min_anchor_groups: int, groups_per_step: int) -> Non
             or not 1 <= min_anchor_groups <= groups_per_step:
         raise ConfigError(f"min_anchor_groups must be an int in [1, groups per step = {groups_per_step}], "
                           f"got {min_anchor_groups!r}")
+
+
+#: Mixed into the seed of :func:`systematic_draw`'s order and start.
+_INFORMED_STREAM = 0x1F0A
+
+
+def group_information(p_valid: Sequence[float | None], uncertainty: Sequence[float | None],
+                      proved: Sequence[bool]) -> float:
+    """What executing a group would teach: the mean over its samples of the world model's
+    predictive variance of the reward, ``p (1 - p) + sd^2`` (validity as a Bernoulli on the
+    reward's unit scale, plus the score head's own spread; a missing number counts as 0). A proved
+    or reused outcome is exact and teaches nothing."""
+    values = [0.0 if exact else (0.0 if p is None or not math.isfinite(p) else p * (1.0 - p))
+              + (0.0 if exact or sd is None or not math.isfinite(sd) else sd * sd)
+              for p, sd, exact in zip(p_valid, uncertainty, proved)]
+    return float(np.mean(values)) if values else 0.0
+
+
+def inclusion_probabilities(information: Sequence[float], budget: float, floor_share: float) -> np.ndarray:
+    """Each group's probability of being an anchor: ``min(1, floor + scale * information)``, the
+    floor ``floor_share * budget / n`` and the scale set so that the probabilities sum to
+    ``budget`` (expected anchor groups, at most ``n``). Equal information gives equal shares; a
+    budget beyond what the informative groups can take leaves them certain and spreads the rest
+    evenly over the others."""
+    info = np.asarray(information, dtype=float)
+    n = info.size
+    if n == 0:
+        return info
+    if np.any(~np.isfinite(info) | (info < 0)):
+        raise ConfigError("a group's information must be a finite number >= 0")
+    if not 0.0 <= budget <= n:
+        raise ConfigError(f"the anchor budget must lie in [0, {n}] groups, got {budget}")
+    if budget >= n:
+        return np.ones(n)
+    floor = floor_share * budget / n
+    if info.max() == 0:
+        return np.full(n, budget / n)
+    informative = info > 0
+    if budget >= informative.sum() + floor * (~informative).sum():
+        # Every informative group is certain and the rest share what is left (at least the floor).
+        return np.where(informative, 1.0, (budget - informative.sum()) / max(1, (~informative).sum()))
+
+    def total(scale: float) -> float:
+        return float(np.minimum(1.0, floor + scale * info).sum())
+
+    lo, hi = 0.0, 1.0
+    while total(hi) < budget:
+        hi *= 2.0
+    for _ in range(100):  # bisection to float precision: total() is continuous and increasing
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if total(mid) < budget else (lo, mid)
+    return np.minimum(1.0, floor + hi * info)
+
+
+def systematic_draw(probabilities: np.ndarray, seed: int, group_ids: Sequence[Hashable]) -> np.ndarray:
+    """Systematic sampling: in an order drawn from ``(seed, group ids)``, group ``i`` is chosen when
+    the running sum of probabilities passes a point of ``u + k`` (``u`` uniform in [0, 1), k integer).
+    Each group is chosen with exactly its probability, and the batch chooses ``floor`` or ``ceil`` of
+    their sum."""
+    digest = hashlib.sha256(f"{seed}:{_INFORMED_STREAM}:{[repr(g) for g in group_ids]}".encode()).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
+    order = rng.permutation(len(probabilities))
+    start = rng.uniform()
+    upper = np.cumsum(probabilities[order])
+    lower = upper - probabilities[order]
+    chosen_in_order = np.floor(upper - start) > np.floor(lower - start)
+    chosen = np.zeros(len(probabilities), dtype=bool)
+    chosen[order] = chosen_in_order
+    return chosen
+
+
+@dataclass
+class InformedSchedule:
+    """Anchors chosen by information (the module docstring): ``base`` sets how many, the world
+    model's predictions which.
+
+    Attributes:
+        base: The hash or step schedule whose share (per batch, or per step with warmup and
+            adaptation) is the budget.
+        floor_share: Every group's inclusion probability is at least this share of the budget's
+            mean (``floor_share * budget / groups``): no kind of group is left out, and no pair's
+            weight exceeds ``groups / (floor_share * budget)``.
+    """
+
+    base: HashSchedule | StepSchedule
+    floor_share: float = 0.25
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.base, (HashSchedule, StepSchedule)):
+            raise ConfigError(f"an informed schedule's base is a hash or step schedule, got {type(self.base).__name__}")
+        if not 0.0 < self.floor_share <= 1.0:
+            raise ConfigError(f"floor_share must be in (0, 1], got {self.floor_share}")
+
+    @property
+    def seed(self) -> int:
+        return self.base.seed
+
+    def stream(self, group_id: Hashable) -> str:
+        raise ConfigError("an informed schedule decides a group's stream from its scored members: score whole "
+                          "groups through ScoringCore.score (the trainer's path), not one sample at a time")
+
+    def budget(self, group_ids: Sequence[Hashable]) -> float:
+        """Expected anchor groups among ``group_ids``: the hash share of them, or for a step
+        schedule the anchor count of each step they belong to (its warmup and adaptation included),
+        over the share of that step's groups present."""
+        if isinstance(self.base, HashSchedule):
+            return self.base.anchor_fraction * len(group_ids)
+        steps: dict[int, int] = {}
+        for group_id in group_ids:
+            self.base.stream(group_id)  # validates the id
+            step = int(group_id) // self.base.groups_per_step
+            steps[step] = steps.get(step, 0) + 1
+        n = self.base.groups_per_step
+        return sum(present / n * min(n, max(self.base.min_anchor_groups, round(self.base.fraction(step) * n)))
+                   for step, present in steps.items())
+
+    def choose(self, group_ids: Sequence[Hashable], information: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+        """``(anchor?, inclusion probability)`` of each group, from its information."""
+        probabilities = inclusion_probabilities(information, self.budget(group_ids), self.floor_share)
+        return systematic_draw(probabilities, self.seed, group_ids), probabilities
+
+    def adapt(self, step: int, monotone_ok: bool, eta2: float) -> tuple[float, int]:
+        """The base step schedule's adaptive rule (:meth:`StepSchedule.adapt`)."""
+        if not isinstance(self.base, StepSchedule):
+            raise ConfigError("adaptive anchoring needs a step schedule as the informed schedule's base")
+        return self.base.adapt(step, monotone_ok, eta2)
+
+    def state_dict(self) -> dict[str, Any] | None:
+        return self.base.state_dict() if isinstance(self.base, StepSchedule) else None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if isinstance(self.base, StepSchedule):
+            self.base.load_state_dict(state)
 
 
 def _anchor_positions(n: int, fraction: float, seed: int, step: int, min_groups: int = 1) -> frozenset[int]:
