@@ -381,7 +381,8 @@ def pair_steps(steps: np.ndarray, n_pairs: np.ndarray) -> np.ndarray:
 
 def prequential(run: Path, args: argparse.Namespace) -> dict[str, Any]:
     """The anchors of a training run by third of its steps, each predicted before it was learned
-    from: the raw world-model score (the world model does not learn during a run) and the score
+    from: the raw world-model score (moved only by neighbours executed in earlier batches,
+    ``CodeScorer(neighbours=True)``) and the score
     the calibrator gave it with the pairs of the steps before."""
     import torch
 
