@@ -75,13 +75,13 @@ class MemoScorer(CodeScorer):
         self.memo = memo
         self.ran = self.reused = 0
 
-    def _execute(self, groups, out, items) -> None:
+    def _execute(self, groups, out, items, uncorrected) -> None:
         keys = {item: ExecutionMemo.key(groups[item[0]].task.id, groups[item[0]].scripts[item[1]]) for item in items}
         first: dict[str, tuple[int, int]] = {}
         for item in items:
             if keys[item] not in self.memo.entries:
                 first.setdefault(keys[item], item)  # a script repeated in one batch runs once
-        super()._execute(groups, out, list(first.values()))
+        super()._execute(groups, out, list(first.values()), uncorrected)
         for key, (gi, i) in first.items():
             if not out[gi].samples[i].infra_failure:  # an infrastructure failure is not an outcome
                 self.memo.store(key, out[gi].samples[i])
@@ -90,6 +90,8 @@ class MemoScorer(CodeScorer):
             sample, key = out[gi].samples[i], keys[(gi, i)]
             if key in self.memo.entries:
                 self.memo.restore(key, sample)
+                # A replayed run teaches what running it would have: the scorer learns from it too.
+                self._learn(groups[gi].task, groups[gi].scripts[i], sample, uncorrected.get((gi, i)))
                 self.reused += 1
             else:  # its twin in this batch failed for the infrastructure: no outcome for either
                 twin = first[key]

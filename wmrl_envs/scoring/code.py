@@ -296,11 +296,15 @@ class CodeScorer:
             return
         runs = self.pool.run_batch([(groups[gi].scripts[i], groups[gi].task) for gi, i in items])
         for (gi, i), run in zip(items, runs):
-            task, script, sample = groups[gi].task, groups[gi].scripts[i], out[gi].samples[i]
-            self._grade(task, sample, run)
-            self.experience.record(task.id, script, sample)
-            if (gi, i) in uncorrected and not sample.infra_failure and sample.real_score is not None:
-                self.residuals.record(task.id, script, uncorrected[(gi, i)], sample.real_score)
+            self._grade(groups[gi].task, out[gi].samples[i], run)
+            self._learn(groups[gi].task, groups[gi].scripts[i], out[gi].samples[i], uncorrected.get((gi, i)))
+
+    def _learn(self, task: Task, script: str, sample: ScoreResult, uncorrected: float | None) -> None:
+        """What an executed sample teaches: its outcome under its code, and (for an anchor) the
+        world model's residual against its raw score before any neighbour correction."""
+        self.experience.record(task.id, script, sample)
+        if uncorrected is not None and not sample.infra_failure and sample.real_score is not None:
+            self.residuals.record(task.id, script, uncorrected, sample.real_score)
 
     def state_dict(self) -> dict[str, Any]:
         """What the run taught the scorer: its executed outcomes and its world model's state (if any)."""
