@@ -199,6 +199,7 @@ class CodeScorer:
                 if groups[gi].scripts[i] is None or (sample.proved and not self.execute_proved):
                     # As an anchor from the start: the exact outcome is the real one.
                     sample.real_score = 0.0 if sample.decided_by == "proof" else sample.wm_score_raw
+                    sample.valid = sample.status == outcome.VALID
                     if sample.wm_score_raw is None:
                         sample.wm_score_raw = sample.real_score
                 else:
