@@ -330,7 +330,11 @@ class WMRLTrainer:
         path = self.run_dir / ANCHORS_LOG
         new = not path.exists()
         # A resumed run keeps the log's own columns (one written before a column existed lacks it).
-        fields = list(rows[0]) if new else path.open().readline().strip().split(",")
+        if new:
+            fields = list(rows[0])
+        else:
+            with path.open(newline="") as fh:
+                fields = next(csv.reader(fh))
         with path.open("a", newline="") as fh:  # appended: a resumed run continues the same log
             writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
             if new:

@@ -13,7 +13,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import warnings
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any, Generic, TypeVar
 
 #: Where the sandbox runs the script: the file name its SyntaxErrors and tracebacks name.
 SANDBOX_PATH = "/workspace/solution.py"
@@ -64,6 +68,12 @@ def call_name(node: ast.Call) -> str | None:
     return None
 
 
+#: Scripts whose keys are remembered: a batch asks for a script's keys several times (reuse,
+#: neighbours, then recording its run), and each ask would parse and compile it again.
+_KEY_CACHE = 4096
+
+
+@lru_cache(maxsize=_KEY_CACHE)
 def code_key(script: str) -> str:
     """The script's code up to whitespace and comments (a hash of its syntax tree), which names
     the same program however it is laid out; the text's own hash when it does not parse."""
@@ -80,6 +90,7 @@ class _NumbersErased(ast.NodeTransformer):
         return ast.Constant(value="<number>") if number else node
 
 
+@lru_cache(maxsize=_KEY_CACHE)
 def shape_key(script: str) -> str | None:
     """The script's code up to its numbers (hyperparameters, seeds, sizes), whitespace and
     comments: scripts with one shape key differ at most in numeric literals. Strings are kept,
@@ -89,3 +100,42 @@ def shape_key(script: str) -> str | None:
     if tree is None:
         return None
     return hashlib.sha256(ast.dump(_NumbersErased().visit(tree)).encode()).hexdigest()
+
+
+Value = TypeVar("Value")
+
+
+class ScriptTable(Generic[Value]):
+    """Dataclass values by ``(task id, script key)`` (:func:`code_key`, :func:`shape_key`), what a
+    run learns per script and keeps across steps: the most recently stored (or ``touch``-read)
+    last, the least recent dropped past ``limit``. Saved as rows ``[task, key, fields]``."""
+
+    def __init__(self, kind: type[Value], limit: int) -> None:
+        self.kind, self.limit = kind, limit
+        self._items: OrderedDict[tuple[str, str], Value] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def values(self) -> Iterator[Value]:
+        return iter(self._items.values())
+
+    def get(self, key: tuple[str, str], touch: bool = False) -> Value | None:
+        """The value of ``key`` (None if absent); ``touch`` makes it the most recent."""
+        if touch and key in self._items:
+            self._items.move_to_end(key)
+        return self._items.get(key)
+
+    def put(self, key: tuple[str, str], value: Value) -> None:
+        """Store ``value`` as the most recent, dropping the least recent past ``limit``."""
+        self._items.pop(key, None)
+        self._items[key] = value
+        while len(self._items) > self.limit:
+            self._items.popitem(last=False)
+
+    def rows(self) -> list[list[Any]]:
+        return [[task, key, asdict(value)] for (task, key), value in self._items.items()]
+
+    def load_rows(self, rows: Iterable[list[Any]]) -> None:
+        self._items = OrderedDict(((task, key), self.kind(**fields)) for task, key, fields in rows)
+

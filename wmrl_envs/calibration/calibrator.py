@@ -17,7 +17,7 @@ import numpy as np
 from wmrl_envs.calibration.audit import AuditReport, run_audit
 from wmrl_envs.calibration.config import CalibratorConfig
 from wmrl_envs.calibration.data import ArrayLike, TaskIds, as_scores, as_tasks, require_data
-from wmrl_envs.calibration.maps import CalibrationMap, Maps, apply_maps, cross_fitted, fit_maps, weighted_mean
+from wmrl_envs.calibration.maps import CalibrationMap, Maps, apply_maps, cross_fitted, fit_maps, mean
 from wmrl_envs.errors import CalibrationDataError
 
 _STATE_FORMAT = 1
@@ -304,4 +304,4 @@ class Calibrator:
 def _windowed_mean(values: np.ndarray, window: int | None, weights: np.ndarray | None = None) -> float:
     if window is not None:
         values, weights = values[-window:], None if weights is None else weights[-window:]
-    return weighted_mean(values, weights)
+    return mean(values, weights)

@@ -95,8 +95,8 @@ def _take(weights: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None:
     return None if weights is None else weights[rows]
 
 
-def weighted_mean(values: np.ndarray, weights: np.ndarray | None) -> float:
-    """Mean of ``values`` under ``weights`` (None: the plain mean); NaN when there are none."""
+def mean(values: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Mean of ``values`` under ``weights`` (None: the plain mean); NaN when there are none (no warning)."""
     if values.size == 0:
         return math.nan
     return float(values.mean()) if weights is None else float(np.average(values, weights=weights))
@@ -115,7 +115,7 @@ def _choose_global_form(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, con
         wm[train], real[train], config, form, _take(weights, train)).predict(wm[test])) - real) ** 2
         for form in ("affine", "isotonic")}
     gain = errors["affine"] - errors["isotonic"]
-    return "isotonic" if weighted_mean(gain, weights) > standard_error(gain, weights) else "affine"
+    return "isotonic" if mean(gain, weights) > standard_error(gain, weights) else "affine"
 
 
 def _global_map(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig, form: str,
@@ -127,7 +127,7 @@ def _affine(wm: np.ndarray, real: np.ndarray, config: CalibratorConfig, weights:
     """The least-squares line of real on world-model scores, slope at least 0 (a monotone map),
     clipped to the score range. Under std-normalised group advantages it changes no advantage
     of a group that it does not clip: only a map's curvature reaches the gradient."""
-    centre, level = weighted_mean(wm, weights), weighted_mean(real, weights)
+    centre, level = mean(wm, weights), mean(real, weights)
     w = 1.0 if weights is None else weights
     spread = float((w * (wm - centre) ** 2).sum())
     slope = max(float((w * (wm - centre) * (real - level)).sum()) / spread, 0.0) if spread > 0 else 0.0
@@ -160,7 +160,7 @@ def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np
         # The offsets are what the maps leave; the flags read a monotone map's residual, as the audit does.
         check = residual if form == "isotonic" else (
             cross_fitted(maps, wm, real, tasks, config, folds, kept=kept, monotone=True, weights=weights) - real)
-        offsets = {name: weighted_mean(residual[rows], _take(weights, rows))
+        offsets = {name: mean(residual[rows], _take(weights, rows))
                    for name in offsets if (rows := strata == name).any()}
         bias, z = stratum_residuals(check, strata, repeats, config.min_stratum_pairs)
         flagged = {name: abs(z[name]) for name in flagged_strata(bias, z, config) if name not in offsets}
@@ -170,7 +170,7 @@ def _flag_strata(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, strata: np
         rest = kept & (strata != worst)
         if rest.sum() < config.min_pairs_global or np.ptp(real[rest]) == 0:
             return replace(maps, stratum_offsets=offsets)  # too little would be left to map
-        offsets[worst] = weighted_mean(residual[strata == worst], _take(weights, strata == worst))
+        offsets[worst] = mean(residual[strata == worst], _take(weights, strata == worst))
 
 
 def _pooled_maps(wm: np.ndarray, real: np.ndarray, keys: np.ndarray, config: CalibratorConfig,
@@ -234,10 +234,10 @@ def _choose_task_prior(wm: np.ndarray, real: np.ndarray, tasks: np.ndarray,
     # error of the best. With few pairs a task map's edge is mostly luck of the folds.
     scored = _take(weights, mapped)
     errors = {prior: squared_errors(prior) for prior in _TASK_PRIOR_GRID}
-    best = min(_TASK_PRIOR_GRID, key=lambda prior: weighted_mean(errors[prior], scored))
+    best = min(_TASK_PRIOR_GRID, key=lambda prior: mean(errors[prior], scored))
     gap_se = {prior: standard_error(errors[prior] - errors[best], scored) for prior in _TASK_PRIOR_GRID}
     return next(prior for prior in _TASK_PRIOR_GRID
-                if weighted_mean(errors[prior], scored) - weighted_mean(errors[best], scored) <= gap_se[prior])
+                if mean(errors[prior], scored) - mean(errors[best], scored) <= gap_se[prior])
 
 
 def _pool_weight(n_pairs: np.ndarray | int, prior: float) -> np.ndarray | float:
@@ -260,7 +260,7 @@ def fit_like(maps: Maps, wm: np.ndarray, real: np.ndarray, tasks: np.ndarray, co
                             monotone=monotone, weights=_take(weights, ~aside))
         residual = apply_maps(refitted, wm[aside], tasks[aside], config) - real[aside]
         aside_weights = _take(weights, aside)
-        offsets = {name: weighted_mean(residual[rows], _take(aside_weights, rows)) for name in maps.stratum_offsets
+        offsets = {name: mean(residual[rows], _take(aside_weights, rows)) for name in maps.stratum_offsets
                    if (rows := strata[aside] == name).any()}
         return replace(refitted, stratum_offsets=offsets)
     form = "isotonic" if monotone else maps.global_form
@@ -397,8 +397,3 @@ def standard_error(values: np.ndarray, weights: np.ndarray | None = None) -> flo
         return float(values.std(ddof=1) / math.sqrt(values.size))
     centred = values - np.average(values, weights=weights)
     return float(np.sqrt(np.sum(weights**2 * centred**2) * values.size / (values.size - 1)) / weights.sum())
-
-
-def mean(values: np.ndarray) -> float:
-    """Mean of ``values``; NaN when there are none (no warning)."""
-    return float(values.mean()) if values.size else math.nan

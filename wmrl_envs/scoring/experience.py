@@ -22,14 +22,13 @@ batches, so the calibrator's pair for it stays out of sample.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from wmrl_envs.analysis.script import code_key, shape_key
+from wmrl_envs.analysis.script import ScriptTable, code_key, shape_key
 from wmrl_envs.scoring.results import ScoreResult
 
 #: Outcomes kept (oldest dropped first): far more distinct scripts than a run executes.
@@ -58,7 +57,7 @@ class ExecutedOutcomes:
     """Executed outcomes by ``(task id, code key)``."""
 
     def __init__(self) -> None:
-        self._outcomes: OrderedDict[tuple[str, str], ExecutedOutcome] = OrderedDict()
+        self._outcomes = ScriptTable(ExecutedOutcome, MAX_OUTCOMES)
 
     def __len__(self) -> int:
         return len(self._outcomes)
@@ -68,24 +67,21 @@ class ExecutedOutcomes:
         if not sample.executed or sample.infra_failure or sample.real_score is None:
             return
         key = (task_id, code_key(script))
-        known = self._outcomes.pop(key, None)
+        known = self._outcomes.get(key)
         real = float(sample.real_score)
         if known is not None:  # the running mean of the code's real scores; the latest run's words
             real = known.real_score + (real - known.real_score) / (known.runs + 1)
-        self._outcomes[key] = ExecutedOutcome(sample.status, sample.exception, sample.error, real,
-                                              1 if known is None else known.runs + 1)
-        while len(self._outcomes) > MAX_OUTCOMES:
-            self._outcomes.popitem(last=False)
+        self._outcomes.put(key, ExecutedOutcome(sample.status, sample.exception, sample.error, real,
+                                                1 if known is None else known.runs + 1))
 
     def lookup(self, task_id: str, script: str) -> ExecutedOutcome | None:
         return self._outcomes.get((task_id, code_key(script)))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"format": _STATE_FORMAT,
-                "outcomes": [[task, key, asdict(o)] for (task, key), o in self._outcomes.items()]}
+        return {"format": _STATE_FORMAT, "outcomes": self._outcomes.rows()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._outcomes = OrderedDict(((task, key), ExecutedOutcome(**o)) for task, key, o in state["outcomes"])
+        self._outcomes.load_rows(state["outcomes"])
 
 
 @dataclass
@@ -127,7 +123,7 @@ class NeighbourResiduals:
     correction they give a new prediction of the same shape."""
 
     def __init__(self) -> None:
-        self._shapes: OrderedDict[tuple[str, str], ResidualSummary] = OrderedDict()
+        self._shapes = ScriptTable(ResidualSummary, MAX_OUTCOMES)
         self._prior_pairs: float | None = None  # measured lazily, reset by every record
 
     def __len__(self) -> int:
@@ -138,12 +134,10 @@ class NeighbourResiduals:
         shape = shape_key(script)
         if shape is None or not (np.isfinite(wm_raw) and np.isfinite(real)):
             return
-        summary = self._shapes.pop((task_id, shape), None) or ResidualSummary()
+        summary = self._shapes.get((task_id, shape)) or ResidualSummary()
         summary.add(float(real) - float(wm_raw))
-        self._shapes[(task_id, shape)] = summary
+        self._shapes.put((task_id, shape), summary)
         self._prior_pairs = None
-        while len(self._shapes) > MAX_OUTCOMES:
-            self._shapes.popitem(last=False)
 
     @property
     def prior_pairs(self) -> float:
@@ -154,6 +148,8 @@ class NeighbourResiduals:
     def correction(self, task_id: str, script: str) -> tuple[float, int]:
         """What to add to a raw prediction of ``script`` on the task, and the neighbours behind it
         (0 and 0 when no script of its shape was executed there)."""
+        if not len(self._shapes):  # nothing learned yet: no need to parse the script
+            return 0.0, 0
         shape = shape_key(script)
         summary = self._shapes.get((task_id, shape)) if shape is not None else None
         if summary is None:
@@ -161,9 +157,8 @@ class NeighbourResiduals:
         return summary.n / (summary.n + self.prior_pairs) * summary.mean, summary.n
 
     def state_dict(self) -> dict[str, Any]:
-        return {"format": _STATE_FORMAT,
-                "shapes": [[task, key, asdict(s)] for (task, key), s in self._shapes.items()]}
+        return {"format": _STATE_FORMAT, "shapes": self._shapes.rows()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._shapes = OrderedDict(((task, key), ResidualSummary(**s)) for task, key, s in state["shapes"])
+        self._shapes.load_rows(state["shapes"])
         self._prior_pairs = None

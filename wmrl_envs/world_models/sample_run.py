@@ -33,9 +33,8 @@ import os
 import shutil
 import tempfile
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from wmrl_envs import outcome
-from wmrl_envs.analysis.script import code_key
+from wmrl_envs.analysis.script import ScriptTable, code_key
 from wmrl_envs.errors import ConfigError, TaskFormatError
 from wmrl_envs.grading.runs import judge_run
 from wmrl_envs.paths import assets_dir, wmrl_home
@@ -378,7 +377,7 @@ class SampleRunWorldModel:
         self.head = head if isinstance(head, SampleRunHead) else SampleRunHead.load(head)
         self.executor_name = executor
         self.samples_root = Path(samples_root) if samples_root is not None else None
-        self._memo: OrderedDict[tuple[str, str], SampleOutcome] = OrderedDict()
+        self._memo = ScriptTable(SampleOutcome, MEMO_ENTRIES)
         self._views: dict[str, SampleView | None] = {}
         self._pool: ExecutorPool | None = None
         self._lock = threading.Lock()
@@ -407,10 +406,10 @@ class SampleRunWorldModel:
 
     def state_dict(self) -> dict[str, Any]:
         """The memoised sample runs, so that a resumed run does not run them again."""
-        return {"format": HEAD_FORMAT, "memo": [[task, key, asdict(o)] for (task, key), o in self._memo.items()]}
+        return {"format": HEAD_FORMAT, "memo": self._memo.rows()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._memo = OrderedDict(((task, key), SampleOutcome(**o)) for task, key, o in state["memo"])
+        self._memo.load_rows(state["memo"])
 
     def view(self, task: Task) -> SampleView | None:
         """The task's sample; None (and one warning) for a task that has no training table."""
@@ -441,9 +440,8 @@ class SampleRunWorldModel:
             if not self.wants_run(prediction):
                 continue
             key = (task.id, code_key(script))
-            if key in self._memo:
-                self._memo.move_to_end(key)
-                out[i] = self._combine(prediction, self._memo[key], charged=False)
+            if (known := self._memo.get(key, touch=True)) is not None:
+                out[i] = self._combine(prediction, known, charged=False)
             elif self.view(task) is not None:
                 pending.setdefault(key, []).append(i)
         if pending:
@@ -452,7 +450,7 @@ class SampleRunWorldModel:
             for (key, positions), result in zip(pending.items(), results):
                 if result is None:  # the sandbox could not run it: the base model's estimate stands
                     continue
-                self._remember(key, result)
+                self._memo.put(key, result)
                 for n, i in enumerate(positions):
                     out[i] = self._combine(base[i], result, charged=n == 0)
         return out
@@ -485,11 +483,6 @@ class SampleRunWorldModel:
             results.append(SampleOutcome(verdict.status, verdict.exception, verdict.error,
                                           verdict.score, float(run.cpu_s)))
         return results
-
-    def _remember(self, key: tuple[str, str], result: SampleOutcome) -> None:
-        self._memo[key] = result
-        while len(self._memo) > MEMO_ENTRIES:
-            self._memo.popitem(last=False)
 
     def _combine(self, base: Prediction, sample: SampleOutcome, charged: bool) -> Prediction:
         """The prediction a sample run makes; ``charged``: this prediction paid for the run (a
