@@ -121,15 +121,15 @@ class ScoringCore:
         """
         if self.scorer is None:
             raise ConfigError("this scoring core has no scorer: its episodes score themselves and call fuse()")
-        if isinstance(self.schedule, InformedSchedule):
-            streams = list(streams) if streams is not None else ["world_model"] * len(groups)
-            if len(streams) != len(groups):
-                raise ConfigError(f"{len(groups)} groups but {len(streams)} streams")
-            return self.fuse(self.scorer.score(groups, [check_stream(s) for s in streams], choose=self._choose))
-        streams = list(streams) if streams is not None else self.streams([g.group_id for g in groups])
+        informed = isinstance(self.schedule, InformedSchedule)
+        if streams is None:
+            streams = ["world_model"] * len(groups) if informed else self.streams([g.group_id for g in groups])
+        streams = [check_stream(s) for s in streams]
         if len(streams) != len(groups):
             raise ConfigError(f"{len(groups)} groups but {len(streams)} streams")
-        return self.fuse(self.scorer.score(groups, [check_stream(s) for s in streams]))
+        # Only a batch scorer takes choose(); the config refuses an informed schedule for the others.
+        return self.fuse(self.scorer.score(groups, streams, choose=self._choose) if informed
+                         else self.scorer.score(groups, streams))
 
     def _choose(self, predicted: list[ScoredGroup]) -> list[bool]:
         """The informed schedule's anchors among predicted world-model groups; every sample records
@@ -166,6 +166,10 @@ class ScoringCore:
         weight = self.anchor_weight() if anchors and fed else 1.0
         bound = self.reward_error_bound()
         for g in groups:
+            # A group drawn by an informed schedule weighs the residuals by its own odds against being drawn.
+            probability = g.samples[0].inclusion_probability if g.samples else None
+            group_bound = bound if probability is None or g.stream != "world_model" else \
+                self.reward_error_bound(_odds_against(probability))
             for s in g.samples:
                 if g.stream in ("real", "anchor"):
                     s.score = np.nan if s.infra_failure or s.real_score is None else float(s.real_score)
@@ -183,8 +187,7 @@ class ScoringCore:
                                                       self.potential(s.potential_start, g.task_id)))
                 s.fusion_weight = weight if g.stream == "anchor" else 1.0
                 if g.stream == "world_model":
-                    s.reward_error_bound = bound if s.inclusion_probability is None else \
-                        self.reward_error_bound(_odds_against(s.inclusion_probability))
+                    s.reward_error_bound = group_bound
         return list(groups)
 
     def _feed(self, anchors: list[ScoredGroup]) -> bool:
