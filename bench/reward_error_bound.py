@@ -152,6 +152,9 @@ def markdown(result: dict[str, Any]) -> str:
              f"draws). Valid: at least {level} − {TOLERANCE} at every checkpoint; tight: within {TOLERANCE} "
              "of the level on both sides. Bound: its mean where finite; 'inf' the share of draws still without "
              "one.", "",
+             "Out of sample as to the surrogate (never fitted on these rows); **in-sample as to the calibrator's "
+             "settings**, chosen earlier partly on these rows (`bench/corruption_calibration.py`). The bound's own "
+             "settings (level, window) were set before this bench ran and not tuned on it.", "",
              "| suite | corruption | strength | " + " | ".join(f"coverage @{n}" for n in CHECKPOINTS)
              + " | " + " | ".join(f"bound @{n}" for n in CHECKPOINTS) + " | valid | tight |",
              "|---|---|---:|" + "---:|" * (2 * len(CHECKPOINTS)) + "---|---|"]
