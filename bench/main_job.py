@@ -1,25 +1,35 @@
-"""The main job (``scripts/main.sh``) over several seeds, with the cold and the default executor.
+"""The main job (``scripts/main.sh``) over several seeds: the cold and the default executor, and
+against real GRPO.
 
 Each run is the whole job with set-up cached: ``bash scripts/main.sh --seed S --executor E``
 (24 WMRL steps of the grammar policy on the MLE train tasks, then avg@4 held-out evaluation of
-the untrained and the trained policy by real execution). Runs alternate between the executors
-seed by seed, so that a drift in the machine's load falls on both. Per run it records the job's
-wall time, the ledger's CPU-seconds and the held-out position scores; a run whose summary is
-already in ``bench/results/main_job.jsonl.xz`` (:mod:`bench.archive`) is skipped, so an
-interrupted sweep resumes. A run records the corrections it trained under, the defaults of its
-commit: the anchor-weight rule (``FusionConfig.rule``) and the calibrator's global map
-(``CalibratorConfig.global_form``). Runs are grouped by executor and corrections: runs from before the default rule became ``none`` ran
-``eta2``, and runs from before the default map became ``chosen`` fitted the isotonic one.
+the untrained and the trained policy by real execution); ``--modes real`` adds the job as real
+GRPO and ``--anchor-choices informed`` a run with informed anchors. Runs alternate between the
+executors seed by seed, so that a drift in the machine's load falls on both. Per run it records
+the job's wall time, the ledger's CPU-seconds, the held-out position scores and the scripts it
+executed; a run whose summary is already in ``bench/results/main_job.jsonl.xz``
+(:mod:`bench.archive`) is skipped, so an interrupted sweep resumes. A run records what it trained
+under, the defaults of its commit but for its mode and anchors: the anchor-weight rule, the
+calibrator's global map, the anchor choice and the schedule (warmup steps, fewest anchor groups
+a step). Runs are grouped by executor and that (:func:`corrections_of`): runs from before the
+default rule became ``none`` ran ``eta2``, runs from before the default map became ``chosen``
+fitted the isotonic one, and runs from before the schedule was recorded had 2 warmup steps and
+at least one anchor group a step.
 
     python -m bench.main_job                          # seeds 0 1 2, executors bwrap and auto
     python -m bench.main_job --seeds 0 --executors auto
     python -m bench.main_job --env wmrl/DSBench-v0 --seeds 0 --executors auto   # the DSBench row
+    python -m bench.main_job --seeds 10 11 12 13 14 --executors auto --modes real wmrl \
+        --anchor-choices random informed          # issue 46's registered comparison
+    python -m bench.main_job --report                 # run nothing: report the archive
 
-Adds ``<executor>-<rule>[-<map>]-s<seed>.json`` per run to ``bench/results/main_job.jsonl.xz`` (the
-map named unless isotonic) and writes ``main_job.{json,md}`` (DSBench: ``dsbench-...`` and
-``main_job_dsbench.{json,md}``, with the held-out RPG beside the position score): per executor and
-corrections, mean ± SE over seeds of
-the wall time, the CPU-seconds and the held-out scores, and the wall-time ratio of each seed's pair.
+Adds ``<executor>-<what it trained under>-s<seed>.json`` per run to
+``bench/results/main_job.jsonl.xz`` (:func:`run_slug`) and writes ``main_job.{json,md}``
+(DSBench: ``dsbench-...`` and ``main_job_dsbench.{json,md}``, with the held-out RPG beside the
+position score): per executor and corrections, mean ± SE over seeds of the wall time, the
+CPU-seconds and the held-out scores, the executed share, the wall-time ratio of each seed's
+pair of executors, and against ``real`` on shared seeds the saving as :mod:`bench.speedup`
+reads it.
 """
 
 from __future__ import annotations
@@ -36,33 +46,42 @@ from pathlib import Path
 
 from bench.archive import add_run, read_runs
 from bench.common import RESULTS, mean_se, rerun_command
-from wmrl_envs.calibration import CalibratorConfig
+from bench.speedup import Interval, compute_ratio, executed_share, score_difference
+from trainers.wmrl_config import ANCHOR_CHOICES, WMRLConfig
 from wmrl_envs.provenance import provenance
-from wmrl_envs.scoring.fusion import FusionConfig
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = RESULTS / "main_job"
 DEFAULT_ENV = "wmrl/MLEDojo-v0"
 
 
-def run_once(executor: str, seed: int, env: str) -> dict:
+def run_once(executor: str, seed: int, env: str, mode: str = "wmrl", anchor_choice: str = "random") -> dict:
     """One whole main job; its summary (what the results file keeps of it)."""
     with tempfile.TemporaryDirectory(prefix="wmrl-main-job-") as folder:
         out = Path(folder) / "run"
         start = time.perf_counter()
         proc = subprocess.run(["bash", "scripts/main.sh", "--seed", str(seed), "--executor", executor,
-                               "--output-dir", str(out), "--env", env], cwd=REPO, capture_output=True, text=True)
+                               "--output-dir", str(out), "--env", env, "--mode", mode,
+                               *(["--anchor-choice", anchor_choice] if mode != "real" else [])],
+                              cwd=REPO, capture_output=True, text=True)
         wall = time.perf_counter() - start
         if proc.returncode != 0:
-            raise SystemExit(f"main job ({executor}, seed {seed}) failed:\n{proc.stderr[-4000:]}")
+            raise SystemExit(f"main job ({executor}, {mode}, seed {seed}) failed:\n{proc.stderr[-4000:]}")
         results = json.loads((out / "results.json").read_text())
+        anchor_scripts = max(0, len((out / "anchors.csv").read_text().splitlines()) - 1) \
+            if (out / "anchors.csv").exists() else 0
     ledger = results["meta"]["ledger"]
     reports = {r["policy"]: r["summary"] for r in results["reports"]}
     untrained, trained = (next(s for p, s in reports.items() if p.startswith(prefix))
                           for prefix in ("untrained", "trained"))
     config = results["meta"]["config"]
+    schedule, resolved = config["schedule"], WMRLConfig.from_dict(config)
+    scripts = config["steps"] * schedule["tasks_per_step"] * schedule["group_size"]
     return {"executor": executor, "seed": seed, "env": env, "fusion_rule": config["fusion"]["rule"],
             "calibration_global_form": config["calibration"]["global_form"],
+            "mode": mode, "anchor_choice": schedule["anchor_choice"], "warmup_steps": resolved.warmup_steps,
+            "min_anchor_groups": schedule["min_anchor_groups"],
+            "executed_scripts": scripts if mode == "real" else anchor_scripts, "training_scripts": scripts,
             "job_wall_s": wall,
             "heldout_rpg_untrained": untrained.get("rpg_mean"), "heldout_rpg_trained": trained.get("rpg_mean"),
             "ledger_cpu_s": sum(e["cpu_s"] for e in ledger["totals"].values()),
@@ -74,16 +93,36 @@ def run_once(executor: str, seed: int, env: str) -> dict:
 
 
 def corrections_of(run: dict) -> str:
-    """The anchor-weight rule and, unless isotonic, the global map a run trained under (``none``,
-    ``none, chosen map``). Runs from before the rule was recorded ran ``eta2``, and runs from
-    before the map was recorded fitted the isotonic one."""
+    """What a run trained under: ``real`` for a run of real GRPO, else the anchor-weight rule, the
+    global map unless isotonic, the anchors unless random, and the schedule unless the former one
+    (2 warmup steps at half anchors, then at least one anchor group a step): ``none, chosen map,
+    no warmup``. Runs from before the rule was recorded ran ``eta2``, runs from before the map was
+    recorded fitted the isotonic one, and runs from before the schedule was recorded ran the former."""
+    if run.get("mode", "wmrl") == "real":
+        return "real"
     rule, form = run.get("fusion_rule", "eta2"), run.get("calibration_global_form", "isotonic")
-    return rule if form == "isotonic" else f"{rule}, {form} map"
+    parts = [rule] + ([] if form == "isotonic" else [f"{form} map"])
+    parts += [] if run.get("anchor_choice", "random") == "random" else [f"{run['anchor_choice']} anchors"]
+    if (run.get("warmup_steps", FORMER_WARMUP), run.get("min_anchor_groups", 1)) != (FORMER_WARMUP, 1):
+        parts.append(f"{run['warmup_steps'] or 'no'} warmup, at least {run['min_anchor_groups']} anchor groups a step"
+                     if run["min_anchor_groups"] else f"{run['warmup_steps'] or 'no'} warmup")
+    return ", ".join(parts)
 
 
-def run_slug(rule: str, form: str) -> str:
-    """The corrections in a run file's name (see :func:`corrections_of`)."""
-    return rule if form == "isotonic" else f"{rule}-{form}"
+#: The warmup every main job ran before the warmup was charged to the rules that read it.
+FORMER_WARMUP = 2
+
+
+def run_slug(mode: str, config: WMRLConfig) -> str:
+    """What a run trained under, in its file's name (see :func:`corrections_of`)."""
+    if mode == "real":
+        return "real"
+    form, schedule = config.calibration.global_form, config.schedule
+    parts = [config.fusion.rule] + ([] if form == "isotonic" else [form])
+    parts += [] if schedule.anchor_choice == "random" else [schedule.anchor_choice]
+    if (config.warmup_steps, schedule.min_anchor_groups) != (FORMER_WARMUP, 1):
+        parts.append(f"w{config.warmup_steps}m{schedule.min_anchor_groups}")
+    return "-".join(parts)
 
 
 def summarise(runs: list[dict], executors: list[str]) -> dict:
@@ -96,7 +135,10 @@ def summarise(runs: list[dict], executors: list[str]) -> dict:
                 table[f"{executor}, {corrections}"] = {
                     **{key: mean_se([r[key] for r in mine]) for key in
                        ("job_wall_s", "ledger_cpu_s", "heldout_untrained", "heldout_trained")},
-                    "seeds": sorted(r["seed"] for r in mine)}
+                    "seeds": sorted(r["seed"] for r in mine),
+                    **({"executed_share": executed_share([r["executed_scripts"] for r in mine],
+                                                         [r["training_scripts"] for r in mine])}
+                       if all("executed_scripts" in r for r in mine) else {})}
         if len(executors) == 2:
             cold, warm = executors
             by = {(r["executor"], r["seed"]): r for r in runs if corrections_of(r) == corrections}
@@ -105,7 +147,28 @@ def summarise(runs: list[dict], executors: list[str]) -> dict:
                 ratios = [by[(cold, s)]["job_wall_s"] / by[(warm, s)]["job_wall_s"] for s in common]
                 deltas = [by[(warm, s)]["heldout_trained"] - by[(cold, s)]["heldout_trained"] for s in common]
                 pairs[corrections] = {"seeds": common, "wall_ratio": mean_se(ratios), "heldout_difference": mean_se(deltas)}
-    return {"executors": table, "pairs": pairs}
+    return {"executors": table, "pairs": pairs, "savings": savings(runs)}
+
+
+def savings(runs: list[dict]) -> dict[str, dict]:
+    """Per executor and corrections with a ``real`` run on a shared seed: the total-compute ratio
+    (ledger CPU-s of ``real`` over the run's) and the trained held-out difference (run − ``real``),
+    paired by seed, as :mod:`bench.speedup` reads them."""
+    out = {}
+    real = {(r["executor"], r["seed"]): r for r in runs if corrections_of(r) == "real"}
+    for corrections in sorted({corrections_of(r) for r in runs} - {"real"}):
+        for executor in sorted({r["executor"] for r in runs}):
+            pairs = [(real[(executor, r["seed"])], r) for r in sorted(runs, key=lambda r: r["seed"])
+                     if r["executor"] == executor and corrections_of(r) == corrections and (executor, r["seed"]) in real]
+            if pairs:
+                reals, mine = zip(*pairs)
+                out[f"{executor}, {corrections}"] = {
+                    "seeds": [r["seed"] for r in mine],
+                    "compute_ratio": compute_ratio([r["ledger_cpu_s"] for r in reals],
+                                                   [r["ledger_cpu_s"] for r in mine]).to_dict(),
+                    "heldout_difference": score_difference([r["heldout_trained"] for r in reals],
+                                                           [r["heldout_trained"] for r in mine]).to_dict()}
+    return out
 
 
 def markdown(summary: dict, runs: list[dict], env: str) -> str:
@@ -126,6 +189,17 @@ def markdown(summary: dict, runs: list[dict], env: str) -> str:
         wall = tuple(v / 60 for v in row["job_wall_s"])
         lines.append(f"| {name} | {', '.join(map(str, row['seeds']))} | {fmt(wall, 2)} | {fmt(row['ledger_cpu_s'], 0)} "
                      f"| {fmt(row['heldout_untrained'])} | {fmt(row['heldout_trained'])} |")
+    if summary["savings"]:
+        lines += ["", "Against `real` on the seeds both ran (as `bench/speedup.py` reads them; 90% intervals from "
+                      "bootstrapping seeds):", "",
+                  "| executor, corrections | seeds | executed share | compute ratio (`real` / run) | "
+                  "held-out trained − `real` |", "|---|---|---:|---:|---:|"]
+        for name, row in summary["savings"].items():
+            share = summary["executors"][name].get("executed_share")
+            lines.append(f"| {name} | {', '.join(map(str, row['seeds']))} | "
+                         f"{'—' if share is None else f'{share:.3f}'} | "
+                         f"{Interval.from_dict(row['compute_ratio']).text(1, 'x')} | "
+                         f"{Interval.from_dict(row['heldout_difference']).text(3, signed=True)} |")
     for corrections, p in summary["pairs"].items():
         lines += ["", f"Per seed under `{corrections}` (paired, seeds {p['seeds']}): cold wall / default wall = "
                       f"{fmt(p['wall_ratio'], 2)}x; held-out trained, default − cold = {fmt(p['heldout_difference'])}."]
@@ -149,20 +223,28 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--executors", nargs="+", default=["bwrap", "auto"])
     parser.add_argument("--env", default=DEFAULT_ENV, choices=(DEFAULT_ENV, "wmrl/DSBench-v0"))
+    parser.add_argument("--modes", nargs="+", default=["wmrl"], choices=("real", "wmrl"),
+                        help="real: the job as real GRPO (every group executed), the baseline of the saving")
+    parser.add_argument("--anchor-choices", nargs="+", default=["random"], choices=ANCHOR_CHOICES,
+                        help="the wmrl runs' anchor choice (informed: by what each group would teach)")
+    parser.add_argument("--report", action="store_true", help="run nothing: report the runs on record")
     args = parser.parse_args()
     prefix, name = ("", "main_job") if args.env == DEFAULT_ENV else ("dsbench-", "main_job_dsbench")
-    # The corrections the job trains under: the defaults, as a user's run would.
-    slug = run_slug(FusionConfig().rule, CalibratorConfig().global_form)
-    for seed in args.seeds:
+    # What the job trains under: the defaults, as a user's run would, but for the mode and the anchors.
+    variants = [("real", "random")] * ("real" in args.modes) + \
+        [("wmrl", choice) for choice in args.anchor_choices if "wmrl" in args.modes]
+    for seed in [] if args.report else args.seeds:
         for executor in args.executors:
-            run_name = f"{prefix}{executor}-{slug}-s{seed}.json"
-            if run_name in read_runs(RUNS):
-                print(f"{run_name}: already there, skipped")
-                continue
-            print(f"main job, executor {executor}, seed {seed} ...", flush=True)
-            summary = run_once(executor, seed, args.env)
-            add_run(RUNS, run_name, summary)
-            print(f"  {summary['job_wall_s']:.0f} s, held-out trained {summary['heldout_trained']:.3f}", flush=True)
+            for mode, choice in variants:
+                config = WMRLConfig.from_flat(mode=mode, anchor_choice=choice)
+                run_name = f"{prefix}{executor}-{run_slug(mode, config)}-s{seed}.json"
+                if run_name in read_runs(RUNS):
+                    print(f"{run_name}: already there, skipped")
+                    continue
+                print(f"main job, executor {executor}, {run_name} ...", flush=True)
+                summary = run_once(executor, seed, args.env, mode, choice)
+                add_run(RUNS, run_name, summary)
+                print(f"  {summary['job_wall_s']:.0f} s, held-out trained {summary['heldout_trained']:.3f}", flush=True)
     runs = [run for run_name, run in read_runs(RUNS).items() if run_name.startswith(prefix)]
     runs = [r for r in runs if r.get("env", DEFAULT_ENV) == args.env]
     # Every run on record is reported, the cold executor first, whichever this call ran.

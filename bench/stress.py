@@ -72,13 +72,23 @@ import numpy as np
 from bench.archive import add_run, archive_of, read_runs
 from bench.common import median_flag, rerun_command, save_figure
 from bench.curves import crossing, draw_curve, mean_curve
+from bench.speedup import Interval, compute_ratio, compute_to_score, executed_share, score_difference
 from bench.stress_records import (
     STRATUM_CHECK,
     SWITCHES,
     as_recorded,
     names_a_default,
 )
-from bench.training import FAST_HELDOUT, FAST_TRAIN, MEMO_NOTE, ExecutionMemo, MemoScorer, checked_run
+from bench.training import (
+    FAST_HELDOUT,
+    FAST_TRAIN,
+    MEMO_NOTE,
+    ExecutionMemo,
+    FreshPairAudit,
+    MemoScorer,
+    audit_summary,
+    checked_run,
+)
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
 from trainers.policies import make_policy, policy_responder
@@ -125,13 +135,21 @@ PRESETS["corrections"] = {**SCALE, "steps": 12, "min_anchor_groups": 2, "adaptiv
 # isotonic map and are reported as ``(isotonic map)``; a rerun into an empty folder runs today's.
 PRESETS["confirmation"] = {**PRESETS["corrections"], "seeds": [3, 4, 5, 6, 7],
                            "sweep": ["fusion_rule=eta2", "preset=paper"]}
+# The anchors comparison (issue 46, registered in bench/results/informed_anchors_registration.md):
+# the corrections grid's shape at an executed share of about 10% (no warmup under the default
+# anchor weight, 0.8 anchor groups a step rounded so the run executes its share), the hash
+# schedule (the default wmrl) beside informed anchors, on the clean, (f) and (c) rows and five
+# seeds no run has used; one world-model group a step audited on fresh executions.
+PRESETS["anchors"] = {**PRESETS["corrections"], "min_anchor_groups": 0, "warmup_steps": None,
+                      "corruptions": ["none", "noise:0.1", "family_bias:0.5"], "modes": ["real", "wmrl"],
+                      "seeds": [40, 41, 42, 43, 44], "sweep": ["anchor_choice=informed"], "audit_groups": 1}
 #: What a sweep (``--sweep``) may vary in the wmrl mode: a flat WMRLConfig field, ``c_rule``
 #: (``measured``: the trainer's warmup measurement, the default; ``inverse_eta2``: c = 1/η̂² at
 #: the first residual), or ``preset`` (a :data:`trainers.wmrl_config.PRESETS` entry, keeping the
 #: grid's batch shape and warmup so that every mode of a row trains on the same batches).
 SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "fusion_anchor_real_share", "calibration_stratify",
              "calibration_debias_flagged_strata", "calibration_extend_ends", "calibration_task_prior_pairs",
-             "calibration_global_form", "c_rule", "preset")
+             "calibration_global_form", "c_rule", "preset", "anchor_choice")
 # Settings every run of one --runs folder must share: a resumed run with others is refused.
 RUN_SETTINGS = ("steps", "warmup_steps", "tasks_per_step", "group_size", "learning_rate", "eval_every", "eval_k",
                 "eval_tasks",
@@ -177,7 +195,7 @@ def setting_overrides(setting: str) -> dict[str, Any]:
         return {k: v for k, v in CONFIG_PRESETS[value].items() if k not in GRID_SHAPE}
     if name in SWITCHES:
         return {name: value == "true"}
-    return {name: value if name in ("fusion_rule", "calibration_global_form") else float(value)}
+    return {name: value if name in ("fusion_rule", "calibration_global_form", "anchor_choice") else float(value)}
 
 
 def mode_label(mode: str, variant: str) -> str:
@@ -207,6 +225,8 @@ def qualifier(setting: str) -> str:
         return f"{value} rule"
     if name == "calibration_global_form":
         return f"{value} map"
+    if name == "anchor_choice":
+        return f"{value} anchors"
     return setting
 
 
@@ -246,7 +266,10 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
                              workers=config.family.workers)
     adapter = get_family(ENV_ID).make_adapter(config)
     trainer = WMRLTrainer(config, make_policy("grammar", seed=key.seed), adapter, core=core)
-    curve = []
+    audit = FreshPairAudit(memo, {t.id: t for t in select_tasks(ENV_ID, SUITE, "train", args.train_tasks)},
+                           args.audit_groups, key.seed, executor=config.family.executor,
+                           workers=config.family.workers) if args.audit_groups and config.uses_anchors else None
+    curve, executed, scripts = [], 0, 0
     try:
         for step in range(args.steps + 1):
             if step % args.eval_every == 0 or step == args.steps:
@@ -259,9 +282,16 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
                 if isinstance(world_model, CorruptedWorldModel):
                     world_model.step = trainer.step  # drift reads the training step
                 trainer.train_step()
+                outcomes = trainer.last_outcomes
+                executed += sum(len(o.rollouts) for o in outcomes if o.stream in ("real", "anchor"))
+                scripts += sum(len(o.rollouts) for o in outcomes)
+                if audit is not None:
+                    audit.add(step, outcomes)
     finally:
         adapter.close()
         core.close()
+        if audit is not None:
+            audit.close()
     history = trainer.history
     flagged = next((h["calibration/n_pairs"] for h in history if h.get("calibration/monotone_ok") == 0.0), None)
     fraction = {"real": 1.0, "world_model": 0.0}.get(key.mode, history[-1].get("anchors/fraction", math.nan))
@@ -286,6 +316,9 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
             "calibrator_state": core.calibrator.state_dict(),
             "eta2": [h.get("calibration/eta2") for h in history],
             "executions_run": core.scorer.ran, "executions_reused": core.scorer.reused,
+            "executed_scripts": executed, "training_scripts": scripts,
+            "anchor_choice": config.schedule.anchor_choice, "warmup_steps": config.warmup_steps,
+            **({"fresh_pairs": audit.pairs} if audit is not None else {}),
             # Runs repeat on one machine, not across machines: say which machine this one was.
             "provenance": provenance()}
 
@@ -336,6 +369,7 @@ def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
                 cost = crossing(curve["compute"], curve["score"], target) if target is not None else None
                 flagged = [r["audit_flagged_at_pairs"] for r in rs]
                 rows.append({
+                    **saving_readings(rs, real_runs),
                     "corruption": corruption, "strength": strength, "mode": g[2], "advantage": advantage,
                     "adaptive": g[4], "variant": g[5], "seeds": [r["key"]["seed"] for r in rs],
                     "heldout_mean": float(finals.mean()), "heldout_se": float(curve["se"][-1]),
@@ -351,6 +385,48 @@ def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
                     "curve": {name: values.tolist() for name, values in curve.items()},
                 })
     return rows
+
+
+#: The score whose compute-to-reach the tables read (:func:`bench.speedup.compute_to_score`), fixed
+#: before the runs that read it: issue 46's audit read the committed grid at it.
+FIXED_SCORE = 0.55
+
+
+def saving_readings(runs: list[dict], real_runs: list[dict]) -> dict[str, Any]:
+    """A row's saving as :mod:`bench.speedup` reads it, against ``real`` on the seeds both ran, and
+    its rewards' error on fresh executions where the runs audited them."""
+    executed, scripts = zip(*(scripts_of(r) for r in runs))
+    real_by_seed = {r["key"]["seed"]: r for r in real_runs}
+    paired = [(real_by_seed[r["key"]["seed"]], r) for r in runs if r["key"]["seed"] in real_by_seed]
+    readings: dict[str, Any] = {"executed_share": executed_share(executed, scripts),
+                                "executed_share_counted": all("executed_scripts" in r for r in runs),
+                                "paired_seeds": [r["key"]["seed"] for _, r in paired]}
+    if paired:
+        reals, mine = zip(*paired)
+        readings["compute_ratio"] = compute_ratio([r["compute_cpu_s"] for r in reals],
+                                                  [r["compute_cpu_s"] for r in mine]).to_dict()
+        readings["score_difference"] = score_difference([r["curve"][-1]["heldout_mean"] for r in reals],
+                                                        [r["curve"][-1]["heldout_mean"] for r in mine]).to_dict()
+        readings["compute_to_fixed_score"] = compute_to_score([r["curve"] for r in reals], [r["curve"] for r in mine],
+                                                              FIXED_SCORE).to_dict()
+    if all("fresh_pairs" in r for r in runs):
+        readings["fresh_pairs"] = audit_summary([pair for r in runs for pair in r["fresh_pairs"]])
+        readings["fresh_mae_by_seed"] = {r["key"]["seed"]: audit_summary(r["fresh_pairs"])["mae"] for r in runs}
+    return readings
+
+
+def scripts_of(run: dict) -> tuple[float, float]:
+    """``(executed, training)`` scripts of a run: as it counted them, or for a run made before it
+    did, from its settings and its calibrator's pairs (each a script of an anchor group; NaN under
+    a pair window, which forgets some)."""
+    if "executed_scripts" in run:
+        return run["executed_scripts"], run["training_scripts"]
+    settings, mode = run["settings"], run["key"]["mode"]
+    total = settings["steps"] * settings["tasks_per_step"] * settings["group_size"]
+    if mode in ("real", "world_model"):
+        return (total if mode == "real" else 0), total
+    pairs = last_value(run["pairs_per_step"])
+    return (math.nan if settings["pair_window"] is not None or pairs is None else pairs), total
 
 
 def real_target(real_runs: list[dict], seeds: set[int]) -> tuple[float | None, float | None]:
@@ -391,7 +467,7 @@ def acceptance(rows: list[dict], stratum_alarm: float, variant: str = "") -> tup
     """
     checks, lines = [], []
     lines += [(f"| row | seeds | `{mode_label('wmrl', variant)}` | − `real` (SE; paired SE) | "
-               "− `world_model` (SE; paired SE) | speedup | "
+               "− `world_model` (SE; paired SE) | speedup (issue 28's reading: to `real`'s final) | "
                "last stratum \\|z\\| (max over seeds) | holds |"), "|---|---|---|---|---|---|---|---|"]
     for corruption in dict.fromkeys(r["corruption"] for r in rows):
         pick = {r["mode"] + r["variant"]: r for r in rows if r["corruption"] == corruption and not r["adaptive"]}
@@ -443,34 +519,55 @@ def acceptance_sections(rows: list[dict], stratum_alarm: float) -> tuple[dict[st
 
 def markdown(rows: list[dict], meta: dict) -> str:
     cfg = meta["config"]
+    audited = any("fresh_pairs" in r for r in rows)
     lines = [(f"Grammar policy on MLE-Dojo, {cfg['steps']} steps x {cfg['tasks_per_step']} groups x "
              f"{cfg['group_size']} rollouts; held-out avg@{cfg['eval_k']} by real execution on "
              f"{meta['n_eval_tasks']} tasks every {cfg['eval_every']} steps; mean ± SE over seeds {cfg['seeds']}. "
-             f"Speedup: compute for `real` to reach its final held-out score / compute for the mode to reach it "
-             f"(— : never reached). {MEMO_NOTE}"), ""]
+             f"The saving, as `bench/speedup.py` defines it, against `real` on the seeds both ran, 90% intervals "
+             f"from bootstrapping seeds: the executed share of training scripts (* : counted from the calibrator's "
+             f"pairs, for runs made before scripts were counted); the total-compute ratio (`real`'s training compute over the "
+             f"mode's); the final held-out difference (mode − `real`); and `real`'s compute to first reach "
+             f"{FIXED_SCORE:g}, a score fixed before the runs, over the mode's (— : a mean curve never reaches it). "
+             f"{MEMO_NOTE}"), ""]
+    if audited:
+        lines += [("Fresh pairs: world-model groups (one a step, drawn at random whatever chose the anchors) "
+                   "executed apart, never learned from: the mean absolute error of the reward the run trained "
+                   "on, and how often the reward's error bound held (nominal "
+                   f"{WMRLConfig().fusion.error_bound_level:g})."), ""]
     if cfg.get("pool"):
         draws = "; ".join(f"{POOL_SEED_STRIDE * d}s: `{folder}`" for d, folder in enumerate(cfg["pool"], start=1))
         lines += [(f"Pooled draws (a seed s of the D-th folder is reported as {POOL_SEED_STRIDE}·D + s, so one seed "
                    f"run in two draws is two pairs): {draws}."), ""]
     for corruption in dict.fromkeys(r["corruption"] for r in rows):
         strength = next(r["strength"] for r in rows if r["corruption"] == corruption)
+        fresh_head, fresh_rule = (" fresh-pair MAE | bound coverage |", "---|---|") if audited else ("", "")
         lines += [f"**{corruption}**" + (f" (strength {strength:g})" if strength is not None else ""), "",
-                  ("| mode | advantage | adaptive | held-out | compute (CPU-s) | to target (CPU-s) | speedup | "
-                  "audit flagged at (pairs) | final anchor share |"),
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  ("| mode | advantage | adaptive | held-out | compute (CPU-s) | executed share | compute ratio | "
+                   f"held-out − `real` | to {FIXED_SCORE:g}, ratio | audit flagged at (pairs) |{fresh_head}"),
+                  f"|---|---|---|---|---|---|---|---|---|---|{fresh_rule}"]
         for r in (r for r in rows if r["corruption"] == corruption):
-            to_target = "—" if r["compute_to_target_cpu_s"] is None else f"{r['compute_to_target_cpu_s']:.0f}"
-            speedup = "—" if r["speedup_vs_real"] is None else f"{r['speedup_vs_real']:.1f}x"
             flagged = ", ".join("—" if f is None else f"{f:.0f}" for f in r["audit_flagged_at_pairs_by_seed"])
             mode = mode_label(r["mode"], r["variant"])
+            readings = [reading(r, "compute_ratio", 1, "x"), reading(r, "score_difference", 3, signed=True),
+                        reading(r, "compute_to_fixed_score", 1, "x")]
+            share = f"{r['executed_share']:.3f}{'' if r['executed_share_counted'] else '*'}"
+            fresh = ""
+            if audited:
+                pairs = r.get("fresh_pairs")
+                fresh = (" — | — |" if pairs is None else
+                         f" {pairs['mae']:.3f} ({pairs['pairs']}) | {pairs['coverage']:.3f} ({pairs['bounded']}) |")
             lines.append(f"| `{mode}` | {r['advantage']} | {'on' if r['adaptive'] else 'off'} | "
-                         f"{r['heldout_mean']:.3f} ± {r['heldout_se']:.3f} | {r['compute_cpu_s']:.0f} | {to_target} | "
-                         f"{speedup} | {flagged if r['mode'].startswith('wmrl') else ''} | "
-                         f"{r['final_anchor_fraction']:.2f} |")
+                         f"{r['heldout_mean']:.3f} ± {r['heldout_se']:.3f} | {r['compute_cpu_s']:.0f} | {share} | "
+                         f"{' | '.join(readings)} | {flagged if r['mode'].startswith('wmrl') else ''} |{fresh}")
         lines.append("")
     lines.append(f"{meta['cores']} cores, {meta['ram_gib']} GiB RAM, {meta['date'][:10]}, commit "
                  f"`{meta['commit'][:10]}`. Rerun: `{rerun_command(__spec__.name, meta['argv'])}`")
     return "\n".join(lines) + "\n"
+
+
+def reading(row: dict, name: str, digits: int, suffix: str = "", signed: bool = False) -> str:
+    """A saving reading of a row (:func:`saving_readings`) as a table cell: point [90% interval]."""
+    return Interval.from_dict(row[name]).text(digits, suffix, signed) if name in row else "—"
 
 
 def plot(rows: list[dict], out: Path, name: str = "stress") -> list[Path]:
@@ -519,6 +616,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     grid.add_argument("--confirmation", action="store_true",
                       help="the corrections grid on seeds 3-7: real, world_model, the default wmrl, wmrl-eta2 and "
                            "the paper preset (issue 28's confirmation)")
+    grid.add_argument("--anchors", action="store_true",
+                      help="issue 46's registered comparison: hash against informed anchors at a 10%% executed share, "
+                           "clean, (f) and (c) rows, seeds 40-44, fresh-pair audit")
     parser.add_argument("--report", action="store_true",
                         help="run nothing: summarise every finished run of --seeds in --runs (after several partial grids)")
     parser.add_argument("--corruptions", nargs="+", help="kind[:strength] or none (preset)")
@@ -531,7 +631,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              f"(calibration_stratify=true+fusion_rule=none); NAME in {SWEEPABLE}")
     parser.add_argument("--seeds", nargs="+", type=int, help="(preset; default 0 1 2, confirmation 3-7)")
     parser.add_argument("--steps", type=int)
-    parser.add_argument("--warmup-steps", type=int, default=2)
+    parser.add_argument("--warmup-steps", type=int,
+                        help="warmup steps (default 2; anchors: the config's default, none under the default rule)")
+    parser.add_argument("--audit-groups", type=int,
+                        help="world-model groups a step executed apart to measure the reward's error on fresh pairs "
+                             "(default 0; anchors: 1)")
     parser.add_argument("--tasks-per-step", type=int)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--learning-rate", type=float, help="Adam learning rate (preset)")
@@ -555,12 +659,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--name", help="results file name (default: stress; corrections, confirmation: stress_<preset>)")
     args = parser.parse_args(argv)
-    args.preset = next((name for name in ("quick", "corrections", "confirmation") if getattr(args, name)), "full")
-    defaults = {"adaptive": ["off", "on"], "min_anchor_groups": 1, "seeds": [0, 1, 2], "sweep": []}
+    args.preset = next((name for name in ("quick", "corrections", "confirmation", "anchors") if getattr(args, name)),
+                       "full")
+    defaults = {"adaptive": ["off", "on"], "min_anchor_groups": 1, "seeds": [0, 1, 2], "sweep": [], "warmup_steps": 2,
+                "audit_groups": 0}
     for name, value in {**defaults, **PRESETS[args.preset]}.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    committed = args.preset in ("corrections", "confirmation")  # issue 28's grids keep their runs in the repo
+    # Issue 28's and 46's grids keep their runs in the repo.
+    committed = args.preset in ("corrections", "confirmation", "anchors")
     if args.name is None:
         args.name = f"stress_{args.preset}" if committed else "stress"
     if args.memo_dir is None:

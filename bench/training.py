@@ -1,5 +1,6 @@
 """What the benchmarks that train code policies share (``bench/stress.py``, ``bench/buggy_agent.py``):
-the fast task sets, the execution memo and its scorer, and the settings check of resumed runs.
+the fast task sets, the execution memo and its scorer, the audit of world-model rewards on fresh
+executions, and the settings check of resumed runs.
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from wmrl_envs.sandbox.arithmetic import arithmetic
-from wmrl_envs.scoring import CodeScorer
+from wmrl_envs.scoring import CodeScorer, extract_code
 
 # Tasks that execute fast (mean wall-seconds per script on 2 cores, from the surrogate's
 # corpus): 12 train tasks of 4 types and 12 metrics (3.8 s on average), the 3 fastest held-out
@@ -97,6 +100,56 @@ class MemoScorer(CodeScorer):
                 twin = first[key]
                 sample.infra_failure, sample.error = True, out[twin[0]].samples[twin[1]].error
         self.ran += len(first)
+
+
+class FreshPairAudit:
+    """The error of a run's world-model rewards on executions it never learns from (issue 46).
+
+    After each step, ``groups_per_step`` of its world-model groups, drawn at random from (seed,
+    step) whatever chose the anchors, are executed by a scorer of their own: the run's scorer,
+    calibrator and ledger never see these outcomes, so they are fresh pairs for every anchor
+    schedule alike. Each pair is ``(step, reward the run trained on, real reward, the reward's
+    error bound)``; an infrastructure failure is not a pair. What it executes is not charged to
+    the run: the audit measures the run, it is not part of it.
+    """
+
+    _STREAM = 0xA0D1  # mixed into the draw's seed: never the trainer's task or anchor draws
+
+    def __init__(self, memo: ExecutionMemo, tasks: dict[str, Any], groups_per_step: int, seed: int,
+                 **scorer_kwargs: Any) -> None:
+        self.scorer = MemoScorer(memo, **scorer_kwargs)
+        self.tasks, self.groups_per_step, self.seed = tasks, groups_per_step, seed
+        self.pairs: list[tuple[int, float, float, float | None]] = []
+
+    def add(self, step: int, outcomes: list) -> None:
+        """Execute the drawn world-model groups of ``step`` (its :attr:`WMRLTrainer.last_outcomes`)."""
+        predicted = [o for o in outcomes if o.stream == "world_model"]
+        if not predicted:
+            return
+        rng = np.random.default_rng([self.seed, step, self._STREAM])
+        picked = rng.choice(len(predicted), size=min(self.groups_per_step, len(predicted)), replace=False)
+        for outcome in (predicted[i] for i in sorted(picked)):
+            task = self.tasks[outcome.task_id]
+            scripts = [extract_code(str(r.response)) for r in outcome.rollouts]
+            executed = self.scorer.execute([task] * len(scripts), scripts)
+            for reward, sample, run in zip(outcome.scored.rewards, outcome.scored.samples, executed):
+                if not run.infra_failure and np.isfinite(reward):
+                    self.pairs.append((step, float(reward), float(run.real_score), sample.reward_error_bound))
+
+    def close(self) -> None:
+        self.scorer.close()
+
+
+def audit_summary(pairs: list) -> dict[str, float]:
+    """Mean absolute error of the audited rewards, and how often the error bound held where one was given."""
+    if not pairs:
+        return {"pairs": 0, "mae": float("nan"), "bounded": 0, "coverage": float("nan")}
+    errors = np.array([abs(reward - real) for _, reward, real, _ in pairs])
+    bounded = [(abs(reward - real), bound) for _, reward, real, bound in pairs
+               if bound is not None and np.isfinite(bound)]
+    covered = [error <= bound for error, bound in bounded]
+    return {"pairs": len(pairs), "mae": float(errors.mean()), "bounded": len(bounded),
+            "coverage": float(np.mean(covered)) if covered else float("nan")}
 
 
 def checked_run(result: dict[str, Any], settings: dict[str, Any], where: str) -> dict[str, Any]:

@@ -26,7 +26,8 @@ A run without real signal stops: when more than ``max_infra_share`` of the execu
 infrastructure reasons, training saves a resumable checkpoint and raises
 :class:`~wmrl_envs.errors.InfraFailureError` naming the first cause.
 
-Warmup (the first ``warmup_steps`` steps, with more anchors) measures the fusion constant c of
+Warmup (the first ``warmup_steps`` steps, with more anchors; by default only under a rule that
+reads what it measures) measures the fusion constant c of
 the ``eta2`` and ``sampling`` anchor-weight rules: it compares gradient variances of the same
 anchor rollouts under real and under calibrated world-model advantages, per sample (``eta2``)
 or per group (``sampling``; see :mod:`trainers.fusion`). The ``paper`` rule fixes its own c
@@ -88,6 +89,8 @@ class WMRLTrainer:
         self._warmup_samples: list[tuple[Rollout, float, float, Any]] = []
         self.step = 0
         self.history: list[dict[str, float]] = []
+        #: The scored groups of the last step, for what reads a step after it (an audit, a callback).
+        self.last_outcomes: list[GroupOutcome] = []
         # (infra failures, executions, first infra failure's message) of the recent steps of this process
         self._infra_window: deque[tuple[int, int, str | None]] = deque(maxlen=config.infra_window)
         self.run_dir = Path(config.output_dir)
@@ -125,7 +128,7 @@ class WMRLTrainer:
 
     def train_step(self) -> dict[str, float]:
         cfg, step = self.config, self.step
-        outcomes = self.collect(step)
+        outcomes = self.last_outcomes = self.collect(step)
         self._log_anchors(step, outcomes)
         rollouts, rewards, is_anchor, metrics = self._rewards(outcomes)
         metrics.update(self._count_infra(outcomes))
@@ -134,7 +137,7 @@ class WMRLTrainer:
         measuring = cfg.measures_fusion_constant and self.c is None  # warmup, or extended until anchors carry signal
         if measuring:
             self._remember_warmup([o for o in outcomes if o.stream == "anchor"])
-        if measuring and step + 1 >= cfg.schedule.warmup_steps:
+        if measuring and step + 1 >= cfg.warmup_steps:
             self._measure_fusion_constant()
             metrics.update(self.warmup)
 
@@ -424,7 +427,7 @@ def make_core(config: WMRLConfig) -> ScoringCore:
     """
     sched = config.schedule
     if config.uses_anchors:
-        schedule = StepSchedule(sched.tasks_per_step, sched.anchor_fraction, config.seed, sched.warmup_steps,
+        schedule = StepSchedule(sched.tasks_per_step, sched.anchor_fraction, config.seed, config.warmup_steps,
                                 sched.warmup_anchor_fraction, adaptive=sched.adaptive_anchors,
                                 eta2_bound=sched.eta2_bound, max_anchor_fraction=sched.max_anchor_fraction,
                                 min_anchor_groups=sched.min_anchor_groups)

@@ -36,6 +36,10 @@ SURROGATE_BASED = ("surrogate", "sample_run")
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
 ADVANTAGES = ("std", "mean")
 ANCHOR_CHOICES = ("random", "informed")
+#: The warmup's steps by default where the anchor-weight rule measures ``c`` in it (the ``eta2``
+#: and ``sampling`` rules without a configured ``c``): enough anchor groups for per-sample
+#: gradient variances of both rewards at the default batch shape.
+MEASURING_WARMUP_STEPS = 2
 #: How a simulated family's world-model episodes are scored: cut at ``wm_horizon`` and predicted
 #: (``truncate``), or run to the end with a potential-shaped dense reward (``shaped``).
 WM_REWARDS = ("truncate", "shaped")
@@ -131,9 +135,10 @@ class ScheduleConfig:
     tasks_per_step: int = field(default=8, metadata={"help": "B: groups (tasks) per step"})
     group_size: int = field(default=4, metadata={"help": "G: rollouts per group"})
     anchor_fraction: float = field(default=0.1, metadata={"help": "share of groups executed as anchors"})
-    warmup_steps: int = field(default=2, metadata={
-        "help": "first steps, with warmup_anchor_fraction anchors: they seed the calibrator and, for the "
-                "eta2 and sampling rules, measure the fusion constant c"})
+    warmup_steps: int | None = field(default=None, metadata={
+        "help": "first steps, with warmup_anchor_fraction anchors: they measure the fusion constant c of the "
+                "eta2 and sampling rules and seed the calibrator; default: 2 where the anchor-weight rule "
+                "measures c, else none (the default rule, none, reads no c)"})
     warmup_anchor_fraction: float = field(default=0.5, metadata={"help": "anchor share during warmup"})
     adaptive_anchors: bool = field(default=False, metadata={
         "help": "adaptive anchoring: double the anchor share after a step whose audit fails (or whose eta2 "
@@ -143,7 +148,9 @@ class ScheduleConfig:
                 "default: only the audit fails a step"})
     max_anchor_fraction: float = field(default=1.0, metadata={
         "help": "adaptive anchoring: the highest anchor share (1.0: every group executed)"})
-    min_anchor_groups: int = field(default=1, metadata={"help": "the fewest anchor groups of a step"})
+    min_anchor_groups: int = field(default=0, metadata={
+        "help": "the fewest anchor groups of a step; 0: a step's count rounds down or up so that the run "
+                "executes anchor_fraction of its groups"})
     anchor_choice: str = field(default="random", metadata={
         "help": "which groups are anchors: 'random' (seeded by the step) or 'informed' (drawn, as many, with "
                 "probabilities rising with the world model's predictive variance; pairs weighted by their inverse)"})
@@ -155,8 +162,8 @@ class ScheduleConfig:
             raise ConfigError(f"tasks_per_step must be >= 1, got {self.tasks_per_step}")
         if self.group_size < 2:
             raise ConfigError("group_size must be >= 2: group-relative advantages need a baseline")
-        if self.warmup_steps < 0:
-            raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.warmup_steps is not None and self.warmup_steps < 0:
+            raise ConfigError(f"warmup_steps must be None or >= 0, got {self.warmup_steps}")
         for name in ("anchor_fraction", "warmup_anchor_fraction"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be in (0, 1], got {getattr(self, name)}")
@@ -242,9 +249,9 @@ class WMRLConfig:
         check_max_infra_share(self.max_infra_share)
         if self.infra_window < 1:
             raise ConfigError(f"infra_window must be >= 1, got {self.infra_window}")
-        if self.uses_anchors and self.schedule.warmup_steps >= self.steps:
-            raise ConfigError(f"warmup_steps must be in [0, steps), got {self.schedule.warmup_steps}")
-        if self.measures_fusion_constant and self.schedule.warmup_steps == 0:
+        if self.uses_anchors and self.warmup_steps >= self.steps:
+            raise ConfigError(f"warmup_steps must be in [0, steps), got {self.warmup_steps}")
+        if self.measures_fusion_constant and self.warmup_steps == 0:
             raise ConfigError(f"the {self.fusion.rule!r} anchor-weight rule measures c in warmup: set "
                               "warmup_steps >= 1 or give fusion_c")
         if self.schedule.adaptive_anchors and not self.uses_anchors:
@@ -259,6 +266,15 @@ class WMRLConfig:
     @property
     def uses_anchors(self) -> bool:
         return self.mode.startswith("wmrl")
+
+    @property
+    def warmup_steps(self) -> int:
+        """The warmup's steps: as configured, else :data:`MEASURING_WARMUP_STEPS` where the anchor-weight
+        rule measures ``c`` in it and none otherwise, so that a run pays for a warmup only when its rule
+        reads what the warmup measures."""
+        if self.schedule.warmup_steps is not None:
+            return self.schedule.warmup_steps
+        return MEASURING_WARMUP_STEPS if self.measures_fusion_constant else 0
 
     @property
     def measures_fusion_constant(self) -> bool:

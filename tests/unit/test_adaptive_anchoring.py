@@ -23,7 +23,8 @@ def test_share_doubles_after_failing_steps_up_to_the_cap_and_halves_back_after_t
     shares, seen = [], {}
     for step, ok in enumerate(verdicts):
         seen[step] = schedule.streams(step)
-        assert seen[step].count("anchor") == round(schedule.fraction(step) * 10)
+        share_in_groups = schedule.fraction(step) * 10
+        assert seen[step].count("anchor") in (math.floor(share_in_groups), math.ceil(share_in_groups))
         share, reason = schedule.adapt(step, monotone_ok=ok, eta2=0.01)
         shares.append(share)
         assert reason == (0 if ok else AUDIT_FAILED)

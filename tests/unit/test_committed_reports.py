@@ -64,7 +64,7 @@ def test_the_main_job_report_regenerates_from_its_archive(env: str, name: str, t
 
     monkeypatch.setattr(main_job, "RESULTS", tmp_path)  # where the report goes; RUNS stays the committed archive
     monkeypatch.setattr(main_job, "run_once", must_not_run)
-    monkeypatch.setattr(sys, "argv", ["main_job", "--env", env, "--executors", "auto"])
+    monkeypatch.setattr(sys, "argv", ["main_job", "--env", env, "--executors", "auto", "--report"])
     main_job.main()
     for suffix in (".json", ".md"):
         assert (tmp_path / f"{name}{suffix}").read_text() == (RESULTS / f"{name}{suffix}").read_text()

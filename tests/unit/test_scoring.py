@@ -48,7 +48,15 @@ def test_step_schedule_gives_each_step_its_anchor_count_and_answers_by_group_id(
     schedule = StepSchedule(groups_per_step=8, anchor_fraction=0.1, seed=0, warmup_steps=2,
                             warmup_anchor_fraction=0.5)
     assert schedule.streams(0).count("anchor") == 4 and schedule.streams(1).count("anchor") == 4
-    assert all(schedule.streams(s).count("anchor") == 1 for s in range(2, 30))  # at least one per step
+    counts = [schedule.streams(s).count("anchor") for s in range(2, 60)]
+    assert set(counts) == {0, 1}  # 0.8 groups a step: a count rounds down or up ...
+    running = np.cumsum(counts)  # ... so that the run executes its share, within one group at every step
+    assert np.all(np.abs(running - 0.8 * np.arange(1, len(counts) + 1)) < 1.0)
+    assert [schedule.anchor_count(s) for s in range(2, 60)] == counts
+    at_least_one = StepSchedule(groups_per_step=8, anchor_fraction=0.1, seed=0, min_anchor_groups=1)
+    assert all(at_least_one.streams(s).count("anchor") == 1 for s in range(30))
+    integral = StepSchedule(groups_per_step=8, anchor_fraction=0.25, seed=5)
+    assert all(integral.anchor_count(s) == 2 for s in range(30))  # a whole number of groups every step
     for step in (0, 5, 11):
         assert [schedule.stream(g) for g in schedule.group_ids(step)] == schedule.streams(step)
     assert schedule.group_ids(3) == list(range(24, 32))

@@ -88,7 +88,7 @@ def test_a_candidate_that_became_the_default_is_reported_as_the_default(monkeypa
 
 
 def test_pooled_folders_are_separate_draws_and_one_folder_holds_a_run_once(tmp_path, capsys):
-    settings = {"steps": 1}
+    settings = {"steps": 1, "tasks_per_step": 2, "group_size": 2, "pair_window": None}
     record = lambda seed, variant="": {"key": {"corruption": "none", "strength": None, "mode": "wmrl",  # noqa: E731
                                                "advantage": "std", "adaptive": False, "seed": seed, "variant": variant},
                                        "settings": settings, "fusion_rule": stress_records.DEFAULT_RULE,
@@ -96,14 +96,17 @@ def test_pooled_folders_are_separate_draws_and_one_folder_holds_a_run_once(tmp_p
                                        "curve": [{"step": 0, "compute_cpu_s": 0.0, "heldout_mean": 0.5,
                                                   "heldout_se": 0.1}],
                                        "compute_cpu_s": 1.0, "audit_flagged_at_pairs": None,
-                                       "final_anchor_fraction": 0.1}
+                                       "final_anchor_fraction": 0.1, "pairs_per_step": [2.0]}
     for folder, seeds in (("a", (13, 14)), ("b", (13, 15))):
         for seed in seeds:
             add_run(tmp_path / folder, f"run{seed}.json", record(seed))
     pooled = stress.pooled_runs([tmp_path / "a", tmp_path / "b"], settings, [13, 14])
     assert sorted(r["key"]["seed"] for r in pooled) == [1013, 1014, 2013]  # seed 15 was not asked for
     args = argparse.Namespace(corruptions=[("none", None)], advantages=["std"])
-    assert sorted(stress.summarise(pooled, args)[0]["seeds"]) == [1013, 1014, 2013]
+    row = stress.summarise(pooled, args)[0]
+    assert sorted(row["seeds"]) == [1013, 1014, 2013]
+    # Runs made before scripts were counted: one executed script per calibrator pair, of 1 x 2 x 2.
+    assert row["executed_share"] == 0.5 and not row["executed_share_counted"]
     # A default run, and a candidate that named today's default, of one seed in one folder: refused.
     twice = [stress_records.as_recorded(record(13)), stress_records.as_recorded(record(13, "calibration_global_form=chosen"))]
     with pytest.raises(SystemExit, match="two runs of wmrl on none, seed 13"):

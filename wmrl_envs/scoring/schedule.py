@@ -7,8 +7,10 @@ GRPO group is compared within one stream.
   when a hash of (seed, group id) falls below ``anchor_fraction``. It needs no coordination,
   so every process (and every worker of a TRL or verl run) takes the same decision for a group.
 * :class:`StepSchedule`, the trainer's: per training step of ``groups_per_step`` groups with
-  ids ``step * groups_per_step + j``, exactly ``max(min_anchor_groups, round(fraction * groups_per_step))``
-  anchors drawn from (seed, step); a warmup phase may use a larger fraction. An env user who
+  ids ``step * groups_per_step + j``, ``fraction * groups_per_step`` anchors rounded down or up so
+  that the run executes its share exactly (:meth:`StepSchedule.anchor_count`: 0.8 groups a step
+  is one anchor group on four steps of five), at least ``min_anchor_groups``, at positions drawn
+  from (seed, step); a warmup phase may use a larger fraction. An env user who
   injects it (``gym.make(..., schedule=trainer.core.schedule)``) gets the trainer's streams.
   With ``adaptive=True`` its fraction follows the audit (:meth:`StepSchedule.adapt`).
 * :class:`ConstantSchedule`: one stream for every group (``real`` GRPO, the raw world model).
@@ -131,9 +133,9 @@ class StepSchedule:
         adaptive: Whether :meth:`adapt` moves the share after warmup (see the module docstring).
         eta2_bound: A step with η̂² above this fails (None: only the audit fails a step).
         max_anchor_fraction: The most :meth:`adapt` raises the share to (1.0: every group).
-        min_anchor_groups: The fewest anchor groups of a step (the reference release anchors
-            at least 2, so that the anchor pairs accumulate fast and no step's anchor stream
-            is one task).
+        min_anchor_groups: The fewest anchor groups of a step (0: a step's count may round down
+            to none; the reference release anchors at least 2, so that the anchor pairs accumulate
+            fast and no step's anchor stream is one task).
     """
 
     groups_per_step: int
@@ -144,7 +146,7 @@ class StepSchedule:
     adaptive: bool = False
     eta2_bound: float | None = None
     max_anchor_fraction: float = 1.0
-    min_anchor_groups: int = 1
+    min_anchor_groups: int = 0
     # The schedule's state: (first step, share) of every change adapt() made, in step order,
     # and how many steps in a row have passed.
     _changes: list[tuple[int, float]] = field(default_factory=list, init=False, repr=False)
@@ -176,19 +178,34 @@ class StepSchedule:
             share = value
         return share
 
+    def anchor_count(self, step: int) -> int:
+        """Anchor groups of step ``step``: its share of the groups, rounded down or up so that the
+        anchors of steps ``0..step`` stay within one group of the sum of their shares (where a
+        fraction rounds up is set by a seeded offset), and at least ``min_anchor_groups``. A
+        share that is a whole number of groups is that number on every step."""
+        offset = _count_offset(self.seed)
+        before, through = self._shared_groups(step), self._shared_groups(step + 1)
+        count = math.floor(through + offset) - math.floor(before + offset)
+        return min(self.groups_per_step, max(self.min_anchor_groups, count))
+
+    def _shared_groups(self, steps: int) -> float:
+        """The sum over steps ``0..steps-1`` of their anchor share times the groups of a step."""
+        starts = sorted({0, min(self.warmup_steps, steps), *(min(first, steps) for first, _ in self._changes)})
+        ends = [*starts[1:], steps]
+        return math.fsum(self.fraction(start) * self.groups_per_step * (end - start)
+                         for start, end in zip(starts, ends) if end > start)
+
     def streams(self, step: int) -> list[str]:
-        """The stream of each of step ``step``'s groups, in order; at least one anchor."""
-        anchors = _anchor_positions(self.groups_per_step, self.fraction(step), self.seed, step,
-                                   self.min_anchor_groups)
+        """The stream of each of step ``step``'s groups, in order."""
+        anchors = _anchor_positions(self.groups_per_step, self.anchor_count(step), self.seed, step)
         return ["anchor" if j in anchors else "world_model" for j in range(self.groups_per_step)]
 
     def stream(self, group_id: Hashable) -> str:
         if not isinstance(group_id, (int, np.integer)) or isinstance(group_id, bool) or group_id < 0:
             raise ConfigError(f"a step schedule's group ids are the ints of group_ids(step), got {group_id!r}")
         step, j = divmod(int(group_id), self.groups_per_step)
-        anchors = _anchor_positions(self.groups_per_step, self.fraction(step), self.seed, step,
-                                   self.min_anchor_groups)
-        return "anchor" if j in anchors else "world_model"
+        return "anchor" if j in _anchor_positions(self.groups_per_step, self.anchor_count(step), self.seed,
+                                                  step) else "world_model"
 
     def adapt(self, step: int, monotone_ok: bool, eta2: float) -> tuple[float, int]:
         """The adaptive-anchoring rule, after step ``step``'s collection: ``(share of the next
@@ -242,10 +259,10 @@ def check_adaptation(anchor_fraction: float, eta2_bound: float | None, max_ancho
 
 @lru_cache(maxsize=256)
 def check_min_anchor_groups(min_anchor_groups: int, groups_per_step: int) -> None:
-    """Raise :class:`ConfigError` unless ``1 <= min_anchor_groups <= groups_per_step``."""
+    """Raise :class:`ConfigError` unless ``0 <= min_anchor_groups <= groups_per_step``."""
     if isinstance(min_anchor_groups, bool) or not isinstance(min_anchor_groups, int) \
-            or not 1 <= min_anchor_groups <= groups_per_step:
-        raise ConfigError(f"min_anchor_groups must be an int in [1, groups per step = {groups_per_step}], "
+            or not 0 <= min_anchor_groups <= groups_per_step:
+        raise ConfigError(f"min_anchor_groups must be an int in [0, groups per step = {groups_per_step}], "
                           f"got {min_anchor_groups!r}")
 
 
@@ -360,8 +377,7 @@ class InformedSchedule:
             step = int(group_id) // self.base.groups_per_step
             steps[step] = steps.get(step, 0) + 1
         n = self.base.groups_per_step
-        return sum(present / n * min(n, max(self.base.min_anchor_groups, round(self.base.fraction(step) * n)))
-                   for step, present in steps.items())
+        return sum(present / n * self.base.anchor_count(step) for step, present in steps.items())
 
     def choose(self, group_ids: Sequence[Hashable], information: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
         """``(anchor?, inclusion probability)`` of each group, from its information."""
@@ -382,10 +398,15 @@ class InformedSchedule:
             self.base.load_state_dict(state)
 
 
-def _anchor_positions(n: int, fraction: float, seed: int, step: int, min_groups: int = 1) -> frozenset[int]:
-    n_anchor = min(n, max(min_groups, round(fraction * n)))
+def _anchor_positions(n: int, count: int, seed: int, step: int) -> frozenset[int]:
     rng = np.random.default_rng([seed, step, _ANCHOR_STREAM])
-    return frozenset(rng.choice(n, size=n_anchor, replace=False).tolist())
+    return frozenset(rng.choice(n, size=count, replace=False).tolist())
+
+
+@lru_cache(maxsize=64)
+def _count_offset(seed: int) -> float:
+    """Where a step schedule's fractional counts round up (:meth:`StepSchedule.anchor_count`)."""
+    return float(np.random.default_rng([seed, _ANCHOR_STREAM]).uniform())
 
 
 def check_stream(stream: str) -> str:
