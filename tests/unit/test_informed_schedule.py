@@ -55,6 +55,14 @@ def test_the_budget_follows_the_base_schedule_and_a_group_has_no_stream_before_i
     assert informed.budget(step.group_ids(1)) == 1.0
     assert informed.budget(step.group_ids(1)[:4]) == 0.5  # half a step's groups: half its anchors
     assert InformedSchedule(HashSchedule(0.1)).budget(list(range(30))) == pytest.approx(3.0)
+    # A fractional share: each step's budget is the hash schedule's count of that step, so informed
+    # and hash anchors execute as many groups, step by step.
+    sparse = StepSchedule(8, anchor_fraction=0.1, seed=3)
+    counts = [InformedSchedule(sparse).budget(sparse.group_ids(s)) for s in range(20)]
+    assert counts == [float(sparse.streams(s).count("anchor")) for s in range(20)] and set(counts) == {0.0, 1.0}
+    empty = next(s for s in range(20) if counts[s] == 0)
+    chosen_none, p_none = InformedSchedule(sparse).choose(sparse.group_ids(empty), [0.2] * 8)
+    assert not chosen_none.any() and not p_none.any()
     with pytest.raises(ConfigError, match="scored members"):
         informed.stream(0)
     chosen, p = informed.choose(step.group_ids(1), [0.0, 0.3, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])

@@ -298,6 +298,8 @@ def inclusion_probabilities(information: Sequence[float], budget: float, floor_s
         raise ConfigError(f"the anchor budget must lie in [0, {n}] groups, got {budget}")
     if budget >= n:
         return np.ones(n)
+    if budget == 0:  # a step whose count rounded down to no anchor
+        return np.zeros(n)
     floor = floor_share * budget / n
     if info.max() == 0:
         return np.full(n, budget / n)
