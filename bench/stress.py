@@ -417,16 +417,17 @@ def saving_readings(runs: list[dict], real_runs: list[dict]) -> dict[str, Any]:
 
 def scripts_of(run: dict) -> tuple[float, float]:
     """``(executed, training)`` scripts of a run: as it counted them, or for a run made before it
-    did, from its settings and its calibrator's pairs (each a script of an anchor group; NaN under
-    a pair window, which forgets some)."""
+    did, from its settings and its calibrator's pairs (each a script of an anchor group: the count
+    per step, or in the oldest records the pairs themselves; NaN under a pair window, which
+    forgets some)."""
     if "executed_scripts" in run:
         return run["executed_scripts"], run["training_scripts"]
     settings, mode = run["settings"], run["key"]["mode"]
     total = settings["steps"] * settings["tasks_per_step"] * settings["group_size"]
     if mode in ("real", "world_model"):
         return (total if mode == "real" else 0), total
-    pairs = last_value(run["pairs_per_step"])
-    return (math.nan if settings["pair_window"] is not None or pairs is None else pairs), total
+    pairs = last_value(run["pairs_per_step"]) if "pairs_per_step" in run else len(run.get("anchor_pairs", []))
+    return (math.nan if settings["pair_window"] is not None or not pairs else pairs), total
 
 
 def real_target(real_runs: list[dict], seeds: set[int]) -> tuple[float | None, float | None]:
@@ -757,7 +758,8 @@ def main(argv: list[str] | None = None) -> None:
     if len(args.seeds) >= ACCEPTANCE_SEEDS:
         meta["acceptance"], tables = acceptance_sections(rows, WMRLConfig().calibration.stratum_z)
         md += tables
-    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+    # One line: the report is the markdown, and a grid of rows with curves runs long when indented.
+    (args.out / f"{args.name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, default=str))
     (args.out / f"{args.name}.md").write_text(md)
     plots = plot(rows, args.out, args.name)
     print(md)
