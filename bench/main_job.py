@@ -180,15 +180,20 @@ def markdown(summary: dict, runs: list[dict], env: str) -> str:
              "RPG, with DSBench's own mean RPG in brackets). Corrections: the anchor weight the run trained under "
              "(`none`, w_A = 1, is the default since issue 28; earlier runs had `eta2`) and its calibrator's "
              "global map, unless isotonic (`chosen`, a line unless isotonic wins out of fold, is the default "
-             "since 2026-12-04). Wall and CPU seconds "
+             "since 2026-12-04), then the anchors unless random and the schedule unless the former one (2 warmup "
+             "steps at half anchors, then at least one anchor group a step; `no warmup`, the default since issue "
+             "46: the anchor share rounded step by step so that the run executes its share). Executed share: the "
+             "scripts of anchor groups over all training scripts (— : not counted before issue 46). Wall and CPU seconds "
              "compare only between runs made side by side (the per-run table gives when each finished): the same "
              "machine type runs at different speeds from one session to the next.", "",
-             "| executor, corrections | seeds | job wall (min) | ledger CPU-s | held-out untrained | held-out trained |",
-             "|---|---|---:|---:|---:|---:|"]
+             "| executor, corrections | seeds | job wall (min) | ledger CPU-s | executed share | held-out untrained | "
+             "held-out trained |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     for name, row in summary["executors"].items():
         wall = tuple(v / 60 for v in row["job_wall_s"])
+        share = f"{row['executed_share']:.3f}" if "executed_share" in row else "—"
         lines.append(f"| {name} | {', '.join(map(str, row['seeds']))} | {fmt(wall, 2)} | {fmt(row['ledger_cpu_s'], 0)} "
-                     f"| {fmt(row['heldout_untrained'])} | {fmt(row['heldout_trained'])} |")
+                     f"| {share} | {fmt(row['heldout_untrained'])} | {fmt(row['heldout_trained'])} |")
     if summary["savings"]:
         lines += ["", "Against `real` on the seeds both ran (as `bench/speedup.py` reads them; 90% intervals from "
                       "bootstrapping seeds):", "",
