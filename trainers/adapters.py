@@ -18,6 +18,7 @@ import torch
 from agents.base import Policy, Rollout
 from trainers.ledger import ComputeLedger
 from wmrl_envs.scoring import ScoredGroup, ScoringCore
+from wmrl_envs.scoring.inflight import InFlightAnchors
 
 
 @dataclass
@@ -38,6 +39,21 @@ class GroupOutcome:
     @property
     def stream(self) -> str:
         return self.scored.stream
+
+
+@dataclass
+class PendingAnchors:
+    """A step's anchor groups in flight (asynchronous anchors): their rollouts, which keep the
+    policy's log-probabilities at generation for the loss's importance ratio, and the core's record
+    of their runs (:class:`~wmrl_envs.scoring.inflight.InFlightAnchors`)."""
+
+    step: int
+    rollouts: dict[Hashable, list[Rollout]]
+    flight: InFlightAnchors
+
+    def outcomes(self) -> list[GroupOutcome]:
+        """The groups as scored so far (fused once landed)."""
+        return [GroupOutcome(self.rollouts[g.group_id], g) for g in self.flight.scored]
 
 
 class EnvAdapter(Protocol):

@@ -56,7 +56,7 @@ from tqdm.auto import tqdm
 
 from agents.base import Policy, Rollout, pad_logps
 from trainers import fusion, grpo
-from trainers.adapters import EnvAdapter, GroupOutcome
+from trainers.adapters import EnvAdapter, GroupOutcome, PendingAnchors
 from trainers.evaluate import infra_excess
 from trainers.families import get_family
 from trainers.ledger import ComputeLedger
@@ -91,6 +91,8 @@ class WMRLTrainer:
         self.history: list[dict[str, float]] = []
         #: The scored groups of the last step, for what reads a step after it (an audit, a callback).
         self.last_outcomes: list[GroupOutcome] = []
+        # Asynchronous anchors: the steps whose anchor groups are still running, oldest first.
+        self._in_flight: deque[PendingAnchors] = deque()
         # (infra failures, executions, first infra failure's message) of the recent steps of this process
         self._infra_window: deque[tuple[int, int, str | None]] = deque(maxlen=config.infra_window)
         self.run_dir = Path(config.output_dir)
@@ -128,10 +130,16 @@ class WMRLTrainer:
 
     def train_step(self) -> dict[str, float]:
         cfg, step = self.config, self.step
-        outcomes = self.last_outcomes = self.collect(step)
-        self._log_anchors(step, outcomes)
+        if cfg.schedule.max_staleness:
+            outcomes, executed, flight_metrics = self._collect_asynchronously(step)
+        else:
+            outcomes, flight_metrics = self.collect(step), {}
+            executed = outcomes
+            self._log_anchors(step, step, outcomes)
+        self.last_outcomes = outcomes
         rollouts, rewards, is_anchor, metrics = self._rewards(outcomes)
-        metrics.update(self._count_infra(outcomes))
+        metrics.update(flight_metrics)
+        metrics.update(self._count_infra(executed))
         if cfg.uses_anchors and isinstance(self.core.schedule, (StepSchedule, InformedSchedule)):
             metrics.update(self._adapt_anchors(step))
         measuring = cfg.measures_fusion_constant and self.c is None  # warmup, or extended until anchors carry signal
@@ -149,6 +157,40 @@ class WMRLTrainer:
         self.step += 1
         self._log(metrics)
         return metrics
+
+    def _collect_asynchronously(self, step: int) -> tuple[list[GroupOutcome], list[GroupOutcome], dict[str, float]]:
+        """Asynchronous anchors: the step's other groups at once, its anchor groups submitted; the
+        steps whose anchors have landed since, oldest first (a later step's wait for an earlier
+        one's), train when at most ``max_staleness`` steps old and calibrate whenever they land. The
+        last step waits for every run. Returns what trains, what landed (for the infrastructure
+        count) and the flight's metrics."""
+        cfg = self.config.schedule
+        task_ids, group_ids, _ = self.schedule(step)
+        outcomes, pending = self.adapter.collect_async(self.policy, task_ids, group_ids, cfg.group_size,
+                                                       self.generator, self.ledger, self.core, step=step,
+                                                       timeout_s=cfg.anchor_timeout_s)
+        if pending is not None:
+            self._in_flight.append(pending)
+        last = step + 1 >= self.config.steps
+        landed, ages, dropped = [], [], 0
+        while self._in_flight:
+            oldest = self._in_flight[0]
+            arrived = self.adapter.land(oldest, self.ledger, self.core, wait=last)
+            if arrived is None:
+                break
+            self._in_flight.popleft()
+            self._log_anchors(oldest.step, step, arrived)
+            landed += arrived
+            if step - oldest.step <= cfg.max_staleness:
+                outcomes = outcomes + arrived
+                ages += [step - oldest.step] * len(arrived)
+            else:
+                dropped += len(arrived)
+        metrics = {"anchors/in_flight": float(len(self._in_flight)), "anchors/landed": float(len(landed)),
+                   "anchors/staleness_mean": float(np.mean(ages)) if ages else float("nan"),
+                   "anchors/staleness_max": float(max(ages)) if ages else float("nan"),
+                   "anchors/dropped_stale": float(dropped)}
+        return outcomes, landed, metrics
 
     def _rewards(self, outcomes: list[GroupOutcome]):
         """Per-rollout training rewards as the core scored them; rollouts without a score are dropped."""
@@ -317,11 +359,12 @@ class WMRLTrainer:
                 if k != "step" and isinstance(v, (int, float)) and np.isfinite(v):
                     tb.add_scalar(k, v, metrics["step"])
 
-    def _log_anchors(self, step: int, outcomes: list[GroupOutcome]) -> None:
-        """Append the step's anchor samples to ``anchors.csv``: what the world model predicted before
-        each ran (score, status, P(valid), the stage that answered) beside what the run gave, so the
-        world model can be judged prequentially (``bench/world_model_oos.py --run``)."""
-        rows = [{"step": step, "task_id": s.task_id, "group_id": o.scored.group_id, "stratum": s.stratum or "",
+    def _log_anchors(self, step: int, landed_step: int, outcomes: list[GroupOutcome]) -> None:
+        """Append the anchor samples of step ``step``, landed at ``landed_step``, to ``anchors.csv``:
+        what the world model predicted before each ran (score, status, P(valid), the stage that
+        answered) beside what the run gave, so the world model can be judged prequentially
+        (``bench/world_model_oos.py --run``)."""
+        rows = [{"step": step, "landed_step": landed_step, "task_id": s.task_id, "group_id": o.scored.group_id, "stratum": s.stratum or "",
                  "wm_stage": s.wm_stage or "",
                  "wm_status": s.wm_status or "", "wm_p_valid": s.p_valid, "wm_score_raw": s.wm_score_raw,
                  "wm_score_calibrated": s.wm_score_calibrated, "status": s.status, "exception": s.exception or "",
@@ -366,7 +409,7 @@ class WMRLTrainer:
             "ledger": self.ledger.state_dict(), "generator": self.generator.get_state(),
             "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
             "warmup": self.warmup, "warmup_samples": self._warmup_samples,
-            "history": self.history,
+            "history": self.history, "in_flight": list(self._in_flight),
             "reference": self.reference.state_dict() if self.reference is not None else None,
         }
 
@@ -382,6 +425,8 @@ class WMRLTrainer:
         random.setstate(state["python_rng"])
         self.warmup, self._warmup_samples = state["warmup"], state["warmup_samples"]
         self.history = state["history"]
+        # Anchors in flight at the checkpoint are submitted again as they are awaited (none before issue 47).
+        self._in_flight = deque(state.get("in_flight", []))
         if self.reference is not None and state["reference"] is not None:
             self.reference.load_state_dict(state["reference"])
 
@@ -410,7 +455,8 @@ class WMRLTrainer:
             return
         with path.open(newline="") as fh:
             reader = csv.DictReader(fh)
-            fields, rows = reader.fieldnames, [r for r in reader if int(r["step"]) < self.step]
+            # A row landed after the checkpoint goes: its step's anchors are in flight in it, and land again.
+            fields, rows = reader.fieldnames, [r for r in reader if int(r.get("landed_step") or r["step"]) < self.step]
         with path.open("w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=fields)
             writer.writeheader()

@@ -156,6 +156,13 @@ class ScheduleConfig:
                 "probabilities rising with the world model's predictive variance; pairs weighted by their inverse)"})
     inclusion_floor_share: float = field(default=0.25, metadata={
         "help": "informed anchors: every group's inclusion probability is at least this share of the mean"})
+    max_staleness: int = field(default=0, metadata={
+        "help": "asynchronous anchors: a step submits its anchor groups' runs and goes on; a group trains when "
+                "it lands if at most this many steps old, and its pairs calibrate whenever it lands (0: every "
+                "step waits for its anchors)"})
+    anchor_timeout_s: float | None = field(default=None, metadata={
+        "help": "asynchronous anchors: seconds after its submission at which an anchor's run that has not "
+                "returned is an infrastructure failure (default: the sandbox's own limits end it)"})
 
     def __post_init__(self) -> None:
         if self.tasks_per_step < 1:
@@ -173,6 +180,10 @@ class ScheduleConfig:
             raise ConfigError(f"anchor_choice must be one of {ANCHOR_CHOICES}, got {self.anchor_choice!r}")
         if not 0.0 < self.inclusion_floor_share <= 1.0:
             raise ConfigError(f"inclusion_floor_share must be in (0, 1], got {self.inclusion_floor_share}")
+        if isinstance(self.max_staleness, bool) or not isinstance(self.max_staleness, int) or self.max_staleness < 0:
+            raise ConfigError(f"max_staleness must be an int >= 0, got {self.max_staleness!r}")
+        if self.anchor_timeout_s is not None and not self.anchor_timeout_s > 0:
+            raise ConfigError(f"anchor_timeout_s must be None or > 0, got {self.anchor_timeout_s}")
 
 
 @dataclass
@@ -259,6 +270,11 @@ class WMRLConfig:
         if self.schedule.anchor_choice == "informed" and get_family(self.family.env_id).make_scorer is None:
             raise ConfigError(f"informed anchors are chosen from a batch scorer's predictions; {self.family.env_id}'s "
                               "episodes score themselves one at a time: use anchor_choice 'random'")
+        if self.schedule.max_staleness and not self.uses_anchors:
+            raise ConfigError(f"max_staleness applies to anchor groups; mode {self.mode!r} has none")
+        if self.schedule.max_staleness and get_family(self.family.env_id).make_scorer is None:
+            raise ConfigError(f"asynchronous anchors submit a batch scorer's runs; {self.family.env_id}'s episodes "
+                              "score themselves one at a time: use max_staleness 0")
         if self.family.wm_reward == "shaped" and self.mode == "real":
             raise ConfigError("wm_reward 'shaped' shapes the rewards of world-model groups, and mode 'real' has none: "
                               "use mode world_model or a wmrl mode")

@@ -86,6 +86,7 @@ def test_a_run_whose_executions_never_start_stops_resumable_and_exits_non_zero(t
     out = tmp_path / "run"
     argv = ["train", "--mode", "wmrl", "--executor", "bwrap", "--workers", "1", "--steps", "4",
             "--tasks-per-step", "2", "--group-size", "2", "--warmup-steps", "1", "--infra-window", "2",
+            "--min-anchor-groups", "1",  # every step executes, so every step sees the broken sandbox
             "--tasks", "wine-cultivar", "auto-fuel-economy", "--eval-k", "0", "--output-dir", str(out),
             "--no-tensorboard", "--checkpoint-every", "0", "--seed", "0"]
     missing = break_sandbox()

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from agents.base import Policy
+from agents.base import Policy, Rollout
 from agents.code.diagnostics import choice_task_dependence, dependence_markdown
-from trainers.adapters import GroupOutcome, by_group
+from trainers.adapters import GroupOutcome, PendingAnchors, by_group
 from trainers.evaluate import EvalConfig, evaluate, markdown_table, select_tasks, write_reports
 from trainers.families import FamilyProfile
 from trainers.ledger import ComputeLedger
@@ -37,15 +37,44 @@ class CodeTaskAdapter:
 
     def collect(self, policy: Policy, task_ids: Sequence[str], group_ids: Sequence[Hashable], group_size: int,
                 generator: torch.Generator, ledger: ComputeLedger, core: ScoringCore) -> list[GroupOutcome]:
+        grouped, groups = self._generate(policy, task_ids, group_ids, group_size, generator, ledger)
+        scored = core.score(groups)
+        charge(ledger, scored)
+        return [GroupOutcome(grouped[s.group_id], s) for s in scored]
+
+    def collect_async(self, policy: Policy, task_ids: Sequence[str], group_ids: Sequence[Hashable],
+                      group_size: int, generator: torch.Generator, ledger: ComputeLedger, core: ScoringCore, *,
+                      step: int, timeout_s: float | None = None) -> tuple[list[GroupOutcome], PendingAnchors | None]:
+        """As :meth:`collect`, but the anchor groups' runs are submitted, not awaited: the step's
+        other groups, scored and charged, and its anchors in flight (None without any)."""
+        grouped, groups = self._generate(policy, task_ids, group_ids, group_size, generator, ledger)
+        scored, flight = core.score_async(groups, tag=step, timeout_s=timeout_s)
+        charge(ledger, scored)
+        pending = None if flight is None else PendingAnchors(
+            step, {g.group_id: grouped[g.group_id] for g in flight.scored}, flight)
+        return [GroupOutcome(grouped[s.group_id], s) for s in scored], pending
+
+    @staticmethod
+    def land(pending: PendingAnchors, ledger: ComputeLedger, core: ScoringCore,
+             wait: bool = False) -> list[GroupOutcome] | None:
+        """A pending step's anchor groups, fused and charged, once their runs returned (``wait``:
+        block until then); None while some are under way."""
+        landed = core.land(pending.flight, wait)
+        if landed is None:
+            return None
+        charge(ledger, landed)
+        return pending.outcomes()
+
+    def _generate(self, policy: Policy, task_ids: Sequence[str], group_ids: Sequence[Hashable], group_size: int,
+                  generator: torch.Generator, ledger: ComputeLedger
+                  ) -> tuple[dict[Hashable, list[Rollout]], list[CodeGroup]]:
+        """The step's rollouts in one batch, by group, and the groups' scripts."""
         tasks = [self.tasks[t] for t in task_ids]
         with ledger.measure("generation", count=len(tasks) * group_size), torch.no_grad():
             rollouts = policy.generate(tasks, group_size, list(group_ids), generator)
         grouped = by_group(rollouts, group_ids)
-        groups = [CodeGroup(task, [extract_code(str(r.response)) for r in grouped[g]], g)
-                  for task, g in zip(tasks, group_ids)]
-        scored = core.score(groups)
-        charge(ledger, scored)
-        return [GroupOutcome(grouped[s.group_id], s) for s in scored]
+        return grouped, [CodeGroup(task, [extract_code(str(r.response)) for r in grouped[g]], g)
+                         for task, g in zip(tasks, group_ids)]
 
     def close(self) -> None:
         pass

@@ -32,6 +32,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,7 @@ from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading.runs import exception_message, judge_run
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, ExecutorPool, make_executor
 from wmrl_envs.scoring.experience import ExecutedOutcomes, NeighbourResiduals
+from wmrl_envs.scoring.inflight import InFlightAnchors
 from wmrl_envs.scoring.results import ScoredGroup, ScoreResult, bounded, tail
 from wmrl_envs.task_spec import Task
 from wmrl_envs.world_models import DEFAULT_WORLD_MODEL, make_world_model
@@ -149,6 +151,60 @@ class CodeScorer:
         ``choose`` (an informed schedule's, through the scoring core) sees the world-model groups
         once predicted and says which of them become anchors: those are executed as if they had
         been anchors from the start (their predictions kept, proved failures exact)."""
+        out, execute, uncorrected = self._prepare(groups, streams, choose)
+        self._execute(groups, out, execute, uncorrected)
+        return out
+
+    def score_submitting(self, groups: Sequence[CodeGroup], streams: Sequence[str],
+                         choose: Callable[[list[ScoredGroup]], Sequence[bool]] | None = None, *,
+                         tag: Hashable = None, timeout_s: float | None = None
+                         ) -> tuple[list[ScoredGroup], InFlightAnchors | None]:
+        """As :meth:`score`, but the anchor groups' runs are submitted, not awaited: every group
+        comes back at once (the anchors with their predictions only), with the anchors in flight
+        (None when the batch has none) for :meth:`land`. Real groups still run here."""
+        out, execute, uncorrected = self._prepare(groups, streams, choose)
+        anchors = [gi for gi, g in enumerate(out) if g.stream == "anchor"]
+        position = {gi: k for k, gi in enumerate(anchors)}
+        self._execute(groups, out, [(gi, i) for gi, i in execute if gi not in position], uncorrected)
+        if not anchors:
+            return out, None
+        flight = InFlightAnchors(tag, [groups[gi] for gi in anchors], [out[gi] for gi in anchors],
+                                 [(position[gi], i) for gi, i in execute if gi in position],
+                                 {(position[gi], i): v for (gi, i), v in uncorrected.items() if gi in position},
+                                 timeout_s)
+        self._submit(flight)
+        return out, flight
+
+    def land(self, flight: InFlightAnchors, wait: bool = False) -> bool:
+        """Grade an in-flight batch's runs and learn from them, once every run returned (``wait``:
+        block until then, or until the timeout); False while some are under way. A run past the
+        timeout is an infrastructure failure; a batch restored from a checkpoint is submitted again."""
+        if flight.needs_submission:
+            self._submit(flight)
+        if not wait and not flight.done():
+            return False
+        for (gi, i), future in zip(flight.items, flight.futures or []):
+            group, sample = flight.groups[gi], flight.scored[gi].samples[i]
+            try:
+                run = future.result(timeout=flight.remaining_s())
+            except FutureTimeout:
+                _time_out(sample, flight.timeout_s)
+                continue
+            self._grade(group.task, sample, run)
+            self._learn(group.task, group.scripts[i], sample, flight.uncorrected.get((gi, i)))
+        flight.items, flight.futures = [], []  # landed: nothing is left to run or to submit again
+        return True
+
+    def _submit(self, flight: InFlightAnchors) -> None:
+        flight.futures = [self.pool.submit(flight.groups[gi].scripts[i], flight.groups[gi].task)
+                          for gi, i in flight.items]
+        flight.submitted_at = time.monotonic()
+
+    def _prepare(self, groups: Sequence[CodeGroup], streams: Sequence[str],
+                 choose: Callable[[list[ScoredGroup]], Sequence[bool]] | None
+                 ) -> tuple[list[ScoredGroup], list[tuple[int, int]], dict[tuple[int, int], float]]:
+        """Everything :meth:`score` does before the runs: the groups' samples settled by proofs and
+        reuse, or predicted; anchors chosen; and the samples left to execute."""
         out = [ScoredGroup(g.task.id, g.group_id, stream,
                            [ScoreResult(task_id=g.task.id, stream=stream) for _ in g.scripts])
                for g, stream in zip(groups, streams)]
@@ -178,8 +234,7 @@ class CodeScorer:
             execute += self._promote(groups, out, choose)
         if not self.execute_proved:  # an exact prediction (a sample run's exact failure) needs no full run
             execute = [(gi, i) for gi, i in execute if not self._settled_by_prediction(out[gi].samples[i])]
-        self._execute(groups, out, execute, uncorrected)
-        return out
+        return out, execute, uncorrected
 
     def _promote(self, groups: Sequence[CodeGroup], out: list[ScoredGroup],
                  choose: Callable[[list[ScoredGroup]], Sequence[bool]]) -> list[tuple[int, int]]:
@@ -355,3 +410,10 @@ class CodeScorer:
             self._pool = None
         if self._world_model is not None and hasattr(self._world_model, "close"):
             self._world_model.close()  # a multi-fidelity world model holds a sandbox pool of its own
+
+
+def _time_out(sample: ScoreResult, timeout_s: float | None) -> None:
+    """An anchor's run that did not return in time: an infrastructure failure, never a reward."""
+    sample.infra_failure, sample.status, sample.decided_by = True, outcome.INFRA_FAILURE, "execution"
+    sample.error = bounded(f"infrastructure failure (not a score): the anchor's run did not return within "
+                           f"{timeout_s:g} s of its submission")

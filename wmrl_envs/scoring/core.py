@@ -35,11 +35,16 @@ model). :meth:`ScoringCore.fuse` then turns raw scores into rewards, the same wa
 Within one call, all anchor pairs enter before any world-model group is calibrated. An env
 step is a batch of one sample, so a user loop that visits a step's anchor groups before its
 world-model groups reproduces the trainer's rewards exactly (``tests/integration/test_parity.py``).
+
+Asynchronous anchors (:meth:`ScoringCore.score_async`, :meth:`ScoringCore.land`): a batch's
+world-model groups are fused at once, against the calibrator as it stands, while its anchor
+groups run in the background (:mod:`wmrl_envs.scoring.inflight`); a landed batch is fused then,
+steps 1 to 5 on its own, so its pairs reach the calibrator in submission order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -49,6 +54,7 @@ from wmrl_envs.calibration.bound import RewardErrorBound
 from wmrl_envs.errors import CalibratorLostError, ConfigError
 from wmrl_envs.scoring.calibrators import shared_calibrator
 from wmrl_envs.scoring.fusion import DisagreementTracker, FusionConfig, anchor_reward, anchor_weight
+from wmrl_envs.scoring.inflight import InFlightAnchors
 from wmrl_envs.scoring.results import ScoredGroup, bounded
 from wmrl_envs.scoring.schedule import (
     AnchorSchedule,
@@ -130,6 +136,27 @@ class ScoringCore:
         # Only a batch scorer takes choose(); the config refuses an informed schedule for the others.
         return self.fuse(self.scorer.score(groups, streams, choose=self._choose) if informed
                          else self.scorer.score(groups, streams))
+
+    def score_async(self, groups: Sequence[Any], *, tag: Hashable = None,
+                    timeout_s: float | None = None) -> tuple[list[ScoredGroup], InFlightAnchors | None]:
+        """Score groups without waiting for the anchors' runs: the batch's other groups, fused now
+        (world-model groups calibrated by the calibrator as it stands), and its anchor groups in
+        flight (None without any), for :meth:`land`. ``tag`` names the batch (the trainer's step);
+        a run not back ``timeout_s`` after submission is an infrastructure failure."""
+        if self.scorer is None or not hasattr(self.scorer, "score_submitting"):
+            raise ConfigError("asynchronous anchors need a batch scorer that submits runs (the code families')")
+        informed = isinstance(self.schedule, InformedSchedule)
+        streams = ["world_model"] * len(groups) if informed else self.streams([g.group_id for g in groups])
+        scored, flight = self.scorer.score_submitting(groups, streams, self._choose if informed else None,
+                                                      tag=tag, timeout_s=timeout_s)
+        return self.fuse([g for g in scored if g.stream != "anchor"]), flight
+
+    def land(self, flight: InFlightAnchors, wait: bool = False) -> list[ScoredGroup] | None:
+        """The in-flight batch's anchor groups, fused, once its runs returned (``wait``: block until
+        then); None while some are under way."""
+        if not self.scorer.land(flight, wait):
+            return None
+        return self.fuse(flight.scored)
 
     def _choose(self, predicted: list[ScoredGroup]) -> list[bool]:
         """The informed schedule's anchors among predicted world-model groups; every sample records
