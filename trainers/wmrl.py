@@ -46,6 +46,7 @@ import csv
 import json
 import os
 import random
+import time
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,7 @@ class WMRLTrainer:
 
     def train_step(self) -> dict[str, float]:
         cfg, step = self.config, self.step
+        started = time.perf_counter()
         if cfg.schedule.max_staleness:
             outcomes, executed, flight_metrics = self._collect_asynchronously(step)
         else:
@@ -153,6 +155,7 @@ class WMRLTrainer:
         metrics.update(loss_metrics)
         metrics.update(self.calibrator.metrics() | self.core.bound_metrics() if cfg.uses_anchors else {})
         metrics.update(self.ledger.end_step(step))
+        metrics["time/step_s"] = time.perf_counter() - started  # elapsed: what waiting on anchors costs
         metrics["step"] = step
         self.step += 1
         self._log(metrics)

@@ -1,0 +1,140 @@
+"""Asynchronous anchors on the main job (issue 47, item 4): training wall time against the staleness bound.
+
+Each run is the main job (``bash scripts/main.sh``, set-up cached, the default executor) with
+``--max-staleness K``. For each seed the bounds run back to back, so a drift in the machine's
+load falls on every bound alike. Per run it records:
+
+* the training's elapsed wall (the sum of the steps' ``time/step_s``) and the job's;
+* the training's CPU-seconds (the ledger) and the wall they bound on this machine, CPU / cores;
+* the held-out scores of the untrained and the trained policy;
+* the anchors' staleness (``anchors.csv``: the step a group landed at minus the step it was
+  submitted at), the pairs the calibrator holds at the end and the anchor groups that landed too
+  stale to train.
+
+Each run's summary goes to ``bench/results/async_anchors.jsonl.xz`` (:mod:`bench.archive`) as it
+finishes, and a rerun skips what is there; the report is ``async_anchors.{json,md}``: per bound,
+mean ± SE over seeds, and each seed's training wall over its bound-0 run's.
+
+    python -m bench.async_anchors                           # seeds 0 1 2, bounds 0 1 2 4
+    python -m bench.async_anchors --seeds 0 --bounds 0 2    # a screen
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from bench.archive import add_run, read_runs
+from bench.common import RESULTS, mean_se, rerun_command
+from wmrl_envs.provenance import provenance
+
+REPO = Path(__file__).resolve().parents[1]
+RUNS = RESULTS / "async_anchors"
+
+
+def run_once(seed: int, bound: int) -> dict:
+    """One main job with staleness bound ``bound``; what the results file keeps of it."""
+    with tempfile.TemporaryDirectory(prefix="wmrl-async-") as folder:
+        out = Path(folder) / "run"
+        start = time.perf_counter()
+        proc = subprocess.run(["bash", "scripts/main.sh", "--seed", str(seed), "--max-staleness", str(bound),
+                               "--output-dir", str(out)], cwd=REPO, capture_output=True, text=True)
+        job_wall = time.perf_counter() - start
+        if proc.returncode != 0:
+            raise SystemExit(f"main job (seed {seed}, max_staleness {bound}) failed:\n{proc.stderr[-4000:]}")
+        results = json.loads((out / "results.json").read_text())
+        with (out / "metrics.csv").open(newline="") as fh:
+            steps = list(csv.DictReader(fh))
+        with (out / "anchors.csv").open(newline="") as fh:
+            anchors = list(csv.DictReader(fh))
+    reports = {r["policy"]: r["summary"] for r in results["reports"]}
+    untrained, trained = (next(s for p, s in reports.items() if p.startswith(prefix))
+                          for prefix in ("untrained", "trained"))
+    cpu = sum(e["cpu_s"] for e in results["meta"]["ledger"]["totals"].values())
+    cores = results["meta"]["cores"]
+    staleness = Counter(int(a["landed_step"]) - int(a["step"]) for a in anchors)
+    return {"seed": seed, "max_staleness": bound, "job_wall_s": job_wall,
+            "train_wall_s": sum(float(r["time/step_s"]) for r in steps),
+            "step_wall_s": [float(r["time/step_s"]) for r in steps],
+            "train_cpu_s": cpu, "cores": cores, "cpu_bound_wall_s": cpu / cores,
+            "heldout_untrained": untrained["score_mean"], "heldout_trained": trained["score_mean"],
+            "staleness_samples": {str(k): v for k, v in sorted(staleness.items())},
+            "calibrator_pairs": float(steps[-1]["calibration/n_pairs"]),
+            "dropped_stale_groups": sum(float(r.get("anchors/dropped_stale") or 0.0) for r in steps),
+            "machine": provenance(), "loadavg_1m_at_end": os.getloadavg()[0]}
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    """Per bound: mean ± SE over seeds, and the per-seed ratio of bound 0's training wall to its own."""
+    base = {r["seed"]: r["train_wall_s"] for r in runs if r["max_staleness"] == 0}
+    rows = []
+    for bound in sorted({r["max_staleness"] for r in runs}):
+        mine = sorted((r for r in runs if r["max_staleness"] == bound), key=lambda r: r["seed"])
+        speedups = [base[r["seed"]] / r["train_wall_s"] for r in mine if r["seed"] in base]
+        staleness = Counter()
+        for r in mine:
+            staleness.update({int(k): v for k, v in r["staleness_samples"].items()})
+        rows.append({"max_staleness": bound, "seeds": [r["seed"] for r in mine],
+                     **{key: mean_se([r[key] for r in mine]) for key in
+                        ("train_wall_s", "job_wall_s", "train_cpu_s", "cpu_bound_wall_s", "heldout_trained",
+                         "calibrator_pairs", "dropped_stale_groups")},
+                     "speedup_vs_synchronous": mean_se(speedups) if speedups else None,
+                     "staleness_samples": {str(k): staleness[k] for k in sorted(staleness)}})
+    return rows
+
+
+def markdown(rows: list[dict], runs: list[dict]) -> str:
+    fmt = lambda ms, d=1: (f"{ms[0]:.{d}f} ± {ms[1]:.{d}f}" if not math.isnan(ms[1]) else f"{ms[0]:.{d}f}")  # noqa: E731
+    lines = ["### Asynchronous anchors on the main job (issue 47)", "",
+             "`scripts/main.sh --max-staleness K` (24 steps x 8 groups x 4, the default executor), seeds run back "
+             f"to back over the bounds on one machine ({runs[0]['cores']} cores); mean ± SE over seeds. Training "
+             "wall: the steps' elapsed time; its bound on this machine is the training's CPU-seconds over the "
+             "cores. Speedup: each seed's bound-0 training wall over its own. Staleness: anchor samples by the "
+             "steps between submission and landing.", "",
+             "| max staleness | seeds | training wall (s) | speedup | CPU-s / cores | job wall (s) | held-out trained "
+             "| calibrator pairs | groups dropped as stale | staleness (samples) |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        speedup = "—" if r["speedup_vs_synchronous"] is None else f"{fmt(r['speedup_vs_synchronous'], 2)}x"
+        staleness = ", ".join(f"{k}: {v}" for k, v in r["staleness_samples"].items())
+        lines.append(f"| {r['max_staleness']} | {', '.join(map(str, r['seeds']))} | {fmt(r['train_wall_s'])} | "
+                     f"{speedup} | {fmt(r['cpu_bound_wall_s'])} | {fmt(r['job_wall_s'])} | "
+                     f"{fmt(r['heldout_trained'], 3)} | {fmt(r['calibrator_pairs'], 0)} | "
+                     f"{fmt(r['dropped_stale_groups'], 0)} | {staleness} |")
+    lines += ["", f"Rerun: `{rerun_command(__spec__.name)}` (skips the runs already in "
+                  "`bench/results/async_anchors.jsonl.xz`)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--bounds", type=int, nargs="+", default=[0, 1, 2, 4], help="max_staleness values")
+    args = parser.parse_args(argv)
+    for seed in args.seeds:
+        for bound in args.bounds:
+            name = f"s{seed}-k{bound}.json"
+            if name in read_runs(RUNS):
+                print(f"{name}: already there, skipped")
+                continue
+            print(f"main job, seed {seed}, max_staleness {bound} ...", flush=True)
+            run = run_once(seed, bound)
+            add_run(RUNS, name, run)
+            print(f"  training {run['train_wall_s']:.0f} s, held-out trained {run['heldout_trained']:.3f}", flush=True)
+    runs = list(read_runs(RUNS).values())
+    rows = summarise(runs)
+    (RESULTS / "async_anchors.json").write_text(json.dumps({"rows": rows, "runs": runs}, indent=1) + "\n")
+    (RESULTS / "async_anchors.md").write_text(markdown(rows, runs))
+    print(markdown(rows, runs))
+
+
+if __name__ == "__main__":
+    main()
