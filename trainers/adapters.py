@@ -17,8 +17,7 @@ import torch
 
 from agents.base import Policy, Rollout
 from trainers.ledger import ComputeLedger
-from wmrl_envs.scoring import ScoredGroup, ScoringCore
-from wmrl_envs.scoring.inflight import InFlightAnchors
+from wmrl_envs.scoring import InFlightAnchors, ScoredGroup, ScoringCore
 
 
 @dataclass

@@ -16,6 +16,7 @@ from wmrl_envs.scoring.calibrators import shared_calibrator
 from wmrl_envs.scoring.code import CodeGroup, CodeScorer, extract_code
 from wmrl_envs.scoring.core import GroupScorer, ScoringCore
 from wmrl_envs.scoring.fusion import FusionConfig, anchor_weight, sample_weights
+from wmrl_envs.scoring.inflight import InFlightAnchors
 from wmrl_envs.scoring.modes import REWARD_MODES, check_reward_mode, env_core
 from wmrl_envs.scoring.results import STREAMS, ScoredGroup, ScoreResult, bounded
 from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, HashSchedule, InformedSchedule, StepSchedule
@@ -30,6 +31,7 @@ __all__ = [
     "FusionConfig",
     "GroupScorer",
     "HashSchedule",
+    "InFlightAnchors",
     "InformedSchedule",
     "ScoreResult",
     "ScoredGroup",
