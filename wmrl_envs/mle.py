@@ -13,6 +13,7 @@ held-out tasks the test score is never shown during the episode: it is only the 
 from __future__ import annotations
 
 import string
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ from wmrl_envs.scoring import (
     CodeGroup,
     CodeScorer,
     FusionConfig,
+    InFlightAnchors,
     ScoreResult,
     ScoringCore,
     check_reward_mode,
@@ -98,6 +100,12 @@ class MLEDojoEnv(gym.Env):
         core: A ready scoring core (advanced: shares one core, e.g. a trainer's, with this env);
             it replaces every option above except ``reward``, which must match it.
         render_mode: ``None`` or ``"ansi"``.
+        async_anchors: ``fused``, one turn: an anchor step returns at once, rewarded as a
+            world-model step (``info["pending"]``), while its script runs; :meth:`landed` gives
+            each anchor's real reward when its run returns, oldest first. False: an anchor step
+            waits for its run.
+        anchor_timeout_s: With ``async_anchors``: a run not back this many seconds after its
+            step is an infrastructure failure (None: the sandbox's own limits end it).
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -125,13 +133,22 @@ class MLEDojoEnv(gym.Env):
         w_max: float = 4.0,
         core: ScoringCore | None = None,
         render_mode: str | None = None,
+        async_anchors: bool = False,
+        anchor_timeout_s: float | None = None,
     ) -> None:
         check_reward_mode(reward, schedule=schedule, core=core)
         if max_turns < 1:
             raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
+        if async_anchors and (reward != "fused" or max_turns != 1):
+            raise ConfigError("async_anchors lets a fused env's one-turn anchor steps return before their runs: "
+                              f"reward 'fused' and max_turns 1, got reward {reward!r} and max_turns {max_turns}")
+        if anchor_timeout_s is not None and not anchor_timeout_s > 0:
+            raise ConfigError(f"anchor_timeout_s must be None or > 0, got {anchor_timeout_s}")
         if render_mode not in (None, "ansi"):
             raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.reward_mode = reward
+        self.async_anchors, self.anchor_timeout_s = async_anchors, anchor_timeout_s
+        self._in_flight: deque[InFlightAnchors] = deque()
         self.split = split
         self.max_turns = max_turns
         self.render_mode = render_mode
@@ -187,7 +204,14 @@ class MLEDojoEnv(gym.Env):
             raise gym.error.ResetNeeded("the episode has ended; call reset()")
         self._turn += 1
         group = CodeGroup(self._task, [extract_code(str(action))], self._group_id)
-        result = self.core.score([group])[0].samples[0]
+        flight = None
+        if self.async_anchors:
+            now, flight = self.core.score_async([group], tag=self._group_id, timeout_s=self.anchor_timeout_s)
+            result = (now[0] if flight is None else flight.scored[0]).samples[0]
+            if flight is not None:
+                self._in_flight.append(flight)
+        else:
+            result = self.core.score([group])[0].samples[0]
         if not result.infra_failure and result.valid is not False:  # executed and valid, or estimated
             self._final = result
         terminated = self._turn >= self.max_turns
@@ -195,10 +219,27 @@ class MLEDojoEnv(gym.Env):
         reward = float(final.score) if terminated and final is not None else 0.0
         self._last_obs = sanitize(self.feedback(result, terminated), MAX_OBS_CHARS)
         info = self._info(result, final if terminated else None)
+        info["pending"] = flight is not None
         if self._task.spec.is_heldout and not terminated:
             # The trainer-facing info must not leak a held-out test score mid-episode either.
             info.update(score=None, raw_score=None, real_score=None, leaderboard={})
         return self._last_obs, reward, terminated, False, info
+
+    def landed(self, wait: bool = False) -> list[dict[str, Any]]:
+        """The anchors of earlier steps whose runs have returned, oldest first (``wait``: every one,
+        blocking): for each, its ``group_id``, ``task_id``, real ``reward`` and ``info``. Their pairs
+        reach the calibrator here, in step order; a step after one still running waits for it."""
+        out = []
+        while self._in_flight:
+            landed = self.core.land(self._in_flight[0], wait)
+            if landed is None:
+                break
+            flight = self._in_flight.popleft()
+            result = landed[0].samples[0]
+            out.append({"group_id": flight.tag, "task_id": result.task_id, "reward": float(result.score),
+                        "info": {**env_info(result, flight.tag), "exception": result.exception,
+                                 "executed": result.executed}})
+        return out
 
     def render(self) -> str | None:
         return self._last_obs if self.render_mode == "ansi" else None

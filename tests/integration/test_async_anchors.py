@@ -9,9 +9,11 @@ import csv
 import time
 from collections import Counter
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
+import wmrl_envs  # noqa: F401  (registers the ids)
 from trainers.families import get_family
 from trainers.policies import make_policy
 from trainers.wmrl import WMRLTrainer
@@ -30,7 +32,7 @@ test = pd.read_csv("data/test.csv")
 model = LogisticRegression(max_iter=300).fit(train[["weight"]], train["dead"] == "dead")
 pd.DataFrame({"id": test["id"], "dead": model.predict_proba(test[["weight"]])[:, 1]}).to_csv("submission.csv", index=False)
 """
-STUCK = "import time\ntime.sleep(6)\n"
+STUCK = "import time\ntime.sleep(10)\n"
 
 
 @pytest.fixture(scope="module")
@@ -61,17 +63,18 @@ def test_the_core_answers_world_model_groups_at_once_and_lands_anchors_later(tas
 def test_a_stuck_anchor_is_an_infrastructure_failure_at_its_timeout(task):
     core = ScoringCore(HashSchedule(anchor_fraction=1.0), Calibrator(), scorer=CodeScorer("surrogate", workers=2))
     try:
-        _, flight = core.score_async([CodeGroup(task, [SCRIPT, STUCK], 0)], timeout_s=2.0)
+        _, fine = core.score_async([CodeGroup(task, [SCRIPT], 0)])
+        _, stuck = core.score_async([CodeGroup(task, [STUCK], 1)], timeout_s=1.0)
+        (fine_group,) = core.land(fine, wait=True)
         start = time.monotonic()
-        assert core.land(flight) is None or flight.done()  # not back yet: the step goes on
-        (group,) = core.land(flight, wait=True)
+        (stuck_group,) = core.land(stuck, wait=True)
         waited = time.monotonic() - start
     finally:
         core.close()
-    fine, stuck = group.samples
-    assert waited < 5.0  # the timeout, not the script's sleep, ended the wait
-    assert fine.executed and not fine.infra_failure and np.isfinite(fine.score)
-    assert stuck.infra_failure and np.isnan(stuck.score) and "did not return within 2 s" in stuck.error
+    assert waited < 8.0  # the timeout, not the script's 10 s sleep, ended the wait
+    (ran,), (timed_out,) = fine_group.samples, stuck_group.samples
+    assert ran.executed and not ran.infra_failure and np.isfinite(ran.score)
+    assert timed_out.infra_failure and np.isnan(timed_out.score) and "did not return within 1 s" in timed_out.error
     assert core.calibrator.n_pairs == 1  # an infrastructure failure is not a pair
 
 
@@ -133,3 +136,32 @@ def test_asynchronous_anchors_need_a_batch_scorer_and_an_anchored_mode(tmp_path)
         async_config(tmp_path, steps=2, max_staleness=-1)
     with pytest.raises(ConfigError, match="score themselves"):
         WMRLConfig.from_flat(env_id="wmrl/LIBERO-Long-v0", policy="vla", steps=3, max_staleness=1)
+
+
+def test_an_async_env_answers_anchor_steps_at_once_and_lands_the_real_rewards_a_blocking_env_gives(task):
+    response = f"A logistic regression on the weight.\n```python\n{SCRIPT}```\n"
+    options = dict(reward="fused", task_ids=[task.id], anchor_fraction=1.0, workers=2, fusion_rule="none")
+    blocking = gym.make("wmrl/MLEDojo-v0", calibrator=Calibrator(), **options)
+    asynchronous = gym.make("wmrl/MLEDojo-v0", calibrator=Calibrator(), async_anchors=True, **options)
+    try:
+        expected = []
+        for group_id in (1, 2):
+            blocking.reset(seed=0, options={"task_id": task.id, "group_id": group_id})
+            expected.append(blocking.step(response)[1])
+        provisional = []
+        for group_id in (1, 2):
+            asynchronous.reset(seed=0, options={"task_id": task.id, "group_id": group_id})
+            _, reward, terminated, _, info = asynchronous.step(response)
+            assert terminated and info["stream"] == "anchor" and info["pending"] and not info["executed"]
+            provisional.append(reward)
+        assert all(np.isfinite(provisional))  # a world-model reward now, the real one later
+        landed = asynchronous.unwrapped.landed(wait=True)
+        assert [a["group_id"] for a in landed] == [1, 2]  # oldest first
+        assert [a["reward"] for a in landed] == expected and all(a["info"]["executed"] for a in landed)
+        assert asynchronous.unwrapped.core.calibrator.n_pairs == blocking.unwrapped.core.calibrator.n_pairs == 2
+        assert asynchronous.unwrapped.landed() == []
+    finally:
+        blocking.close()
+        asynchronous.close()
+    with pytest.raises(ConfigError, match="async_anchors"):
+        gym.make("wmrl/MLEDojo-v0", reward="real", async_anchors=True)

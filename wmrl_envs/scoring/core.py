@@ -141,7 +141,8 @@ class ScoringCore:
                     timeout_s: float | None = None) -> tuple[list[ScoredGroup], InFlightAnchors | None]:
         """Score groups without waiting for the anchors' runs: the batch's other groups, fused now
         (world-model groups calibrated by the calibrator as it stands), and its anchor groups in
-        flight (None without any), for :meth:`land`. ``tag`` names the batch (the trainer's step);
+        flight (None without any), for :meth:`land`, each sample provisionally scored as a
+        world-model sample until then. ``tag`` names the batch (the trainer's step);
         a run not back ``timeout_s`` after submission is an infrastructure failure."""
         if self.scorer is None or not hasattr(self.scorer, "score_submitting"):
             raise ConfigError("asynchronous anchors need a batch scorer that submits runs (the code families')")
@@ -149,7 +150,22 @@ class ScoringCore:
         streams = ["world_model"] * len(groups) if informed else self.streams([g.group_id for g in groups])
         scored, flight = self.scorer.score_submitting(groups, streams, self._choose if informed else None,
                                                       tag=tag, timeout_s=timeout_s)
+        for g in flight.scored if flight is not None else []:
+            self._provisional(g)
         return self.fuse([g for g in scored if g.stream != "anchor"]), flight
+
+    def _provisional(self, group: ScoredGroup) -> None:
+        """An anchor group in flight is scored as a world-model group would be, until it lands (an
+        out-of-sample value, as step 1 of :meth:`fuse` gives; its pairs wait for the runs)."""
+        self._calibrate(group)
+        for s in group.samples:
+            if s.infra_failure:
+                s.score = np.nan
+            elif s.proved:  # exact: a proved failure's 0, a reused run's score
+                s.score = 0.0 if s.wm_score_raw is None else float(s.wm_score_raw)
+            else:
+                value = self._world_model_score(s)
+                s.score = np.nan if value is None else value
 
     def land(self, flight: InFlightAnchors, wait: bool = False) -> list[ScoredGroup] | None:
         """The in-flight batch's anchor groups, fused, once its runs returned (``wait``: block until
