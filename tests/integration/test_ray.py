@@ -36,7 +36,7 @@ from wmrl_envs.errors import CalibrationDataError, CalibratorLostError, ConfigEr
 from wmrl_envs.sandbox import ExecutionStatus, ExecutorPool, make_executor
 from wmrl_envs.sandbox.base import RUN_DIR_PREFIX
 from wmrl_envs.sandbox.ray_executor import RayExecutor, pack_public_files
-from wmrl_envs.scoring import CodeScorer, FusionConfig, HashSchedule, ScoredGroup, ScoreResult, ScoringCore
+from wmrl_envs.scoring import CodeGroup, CodeScorer, FusionConfig, HashSchedule, ScoredGroup, ScoreResult, ScoringCore
 from wmrl_envs.scoring.ray_calibrator import RemoteCalibrator, calibrator_actor
 from wmrl_envs.tasks import list_tasks
 
@@ -188,6 +188,26 @@ def test_results_equal_local_bwrap_on_a_real_task(cluster, mle_task):
         assert mine.raw_score == pytest.approx(theirs.raw_score, abs=SCORE_TOL)
         assert mine.error == theirs.error
     assert got[0].real_score > 0 and got[1].real_score > 0
+
+
+def test_asynchronous_anchors_land_from_ray_workers_as_from_local_ones(cluster, mle_task):
+    """Issue 47 on Ray: an anchor batch submitted to the cluster lands with the scores a blocking
+    local run gives, and feeds the calibrator only when it lands."""
+    scripts = [render_script(mle_task.spec, REFERENCE_SOLUTIONS[name]) for name in ("linear", "random_forest")]
+    group = CodeGroup(mle_task, scripts, 0)
+    local = ScoringCore(HashSchedule(anchor_fraction=1.0), Calibrator(), scorer=CodeScorer(executor="bwrap", workers=2))
+    remote = ScoringCore(HashSchedule(anchor_fraction=1.0), Calibrator(), scorer=CodeScorer(executor="ray", workers=2))
+    try:
+        (expected,) = local.score([group])
+        now, flight = remote.score_async([CodeGroup(mle_task, scripts, 0)], tag=0)
+        assert now == [] and remote.calibrator.n_pairs == 0
+        (landed,) = remote.land(flight, wait=True)
+    finally:
+        local.close()
+        remote.close()
+    assert [s.real_score for s in landed.samples] == pytest.approx([s.real_score for s in expected.samples],
+                                                                   abs=SCORE_TOL)
+    assert all(s.executed and not s.infra_failure for s in landed.samples) and remote.calibrator.n_pairs == 2
 
 
 def test_at_most_two_runs_at_once(ray_executor, ray_arena):
