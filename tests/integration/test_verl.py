@@ -24,6 +24,7 @@ EXPECTED = [
     "test_external_modules_variable_registers_both_names_on_import_verl",
     "test_settings_reject_unknown_keys",
     "test_reward_worker_scores_a_uid_group_through_the_fused_core",
+    "test_with_async_anchors_a_world_model_sample_is_answered_while_its_batchs_anchors_run",
     "test_held_out_tasks_are_always_executed",
     "test_estimator_equals_verl_grpo_without_anchors[True]",
     "test_estimator_equals_verl_grpo_without_anchors[False]",

@@ -181,6 +181,36 @@ def test_reward_worker_scores_a_uid_group_through_the_fused_core(tokenizer_dir, 
     assert [i["fusion_weight"] for i in info] == [manager.core.anchor_weight(), 1.0, manager.core.anchor_weight(), 1.0]
 
 
+def test_with_async_anchors_a_world_model_sample_is_answered_while_its_batchs_anchors_run(tokenizer_dir, task):
+    config = verl_config(example_overrides() + LOCAL + ["++algorithm.wmrl.async_anchors=true",
+                                                        f"actor_rollout_ref.model.path={tokenizer_dir}"])
+    settings = wmrl_verl.VerlSettings.from_config(config.algorithm)
+    assert settings.async_anchors
+    anchor, world = uids("anchor", 1, settings)[0], uids("world_model", 1, settings)[0]
+    linear = LINEAR.format(id=task.spec.id_column, y=task.spec.target_columns[0])
+    rows = [(anchor, task.id, response("import time\ntime.sleep(2)\n" + linear)), (world, task.id, response(linear))]
+    worker = RewardLoopWorker(config)
+    manager = worker.reward_manager
+    pairs_before = manager.core.calibrator.n_pairs  # the process-wide calibrator: earlier checks fed it
+    finished = []
+
+    async def answer(i: int) -> dict:
+        out = await manager.run_single(data_proto(worker.input_tokenizer, [rows[i]]))
+        finished.append(i)
+        return out
+
+    async def both() -> list[dict]:
+        return await asyncio.gather(answer(0), answer(1))
+
+    out = asyncio.run(both())
+    assert finished == [1, 0]  # the world-model sample did not wait for the anchor's run
+    info = [o["reward_extra_info"] for o in out]
+    assert [i["stream"] for i in info] == ["anchor", "world_model"]
+    assert info[0]["real_score"] > 0 and out[0]["reward_score"] == info[0]["real_score"]
+    assert manager.core.calibrator.n_pairs == pairs_before + 1  # the anchor's pair arrived when it landed
+    assert manager.score_batch(rows)[0]["reward_score"] == out[0]["reward_score"]  # as a blocking batch scores it
+
+
 def test_held_out_tasks_are_always_executed(tokenizer_dir):
     config = verl_config(example_overrides() + LOCAL + [f"actor_rollout_ref.model.path={tokenizer_dir}"])
     held_out = min(list_tasks(suite="mle", split="heldout"), key=lambda t: t.spec.meta.get("n_train", 1e9))

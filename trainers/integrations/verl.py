@@ -76,6 +76,8 @@ from wmrl_envs.scoring import (
     CodeScorer,
     FusionConfig,
     HashSchedule,
+    InFlightAnchors,
+    ScoredGroup,
     ScoreResult,
     ScoringCore,
     extract_code,
@@ -133,6 +135,13 @@ class VerlSettings:
         eps: The GRPO epsilon (verl's 1e-6).
         batch_window_s: How long the first queued sample waits for others before a batch is
             scored (0: those already queued in the same event-loop turn).
+        async_anchors: A batch's world-model and held-out samples are answered at once and its
+            anchor groups when their runs return (issue 47), so verl's fully asynchronous trainer
+            keeps generating meanwhile; anchor batches land in the order they were scored.
+            verl trains a late sample whatever its age (``fully_async/count/stale_trajectory_processed``
+            counts them): bound it with ``async_training.staleness_threshold``.
+        anchor_timeout_s: With ``async_anchors``: a run not back this many seconds after its batch
+            was scored is an infrastructure failure (None: the sandbox's own limits end it).
     """
 
     anchor_fraction: float = 0.1
@@ -149,6 +158,8 @@ class VerlSettings:
     denoise: bool = True
     eps: float = VERL_EPS
     batch_window_s: float = 0.0
+    async_anchors: bool = False
+    anchor_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         HashSchedule(self.anchor_fraction, self.seed)  # validates the fraction
@@ -157,6 +168,8 @@ class VerlSettings:
             raise ConfigError(f"eps must be finite and >= 0, got {self.eps}")
         if not (math.isfinite(self.batch_window_s) and self.batch_window_s >= 0):
             raise ConfigError(f"batch_window_s must be finite and >= 0, got {self.batch_window_s}")
+        if self.anchor_timeout_s is not None and not self.anchor_timeout_s > 0:
+            raise ConfigError(f"anchor_timeout_s must be None or > 0, got {self.anchor_timeout_s}")
 
     @classmethod
     def from_config(cls, algorithm: Mapping[str, Any] | None) -> VerlSettings:
@@ -241,6 +254,7 @@ class WMRLRewardManager(RewardManagerBase):
         self._tasks: dict[str, Task] = {}
         self._pending: list[_Pending] = []
         self._drainer: asyncio.Task | None = None
+        self._landing: asyncio.Task | None = None  # the last anchor batch's landing (async_anchors)
 
     async def run_single(self, data: DataProto) -> dict[str, Any]:
         """``{"reward_score", "reward_extra_info"}`` of one sample, scored in a batch with its neighbours."""
@@ -270,18 +284,57 @@ class WMRLRewardManager(RewardManagerBase):
         # Samples that arrive while a batch is scored form the next batch.
         while self._pending:
             batch, self._pending = self._pending, []
+            samples = [(p.uid, p.task_id, p.response) for p in batch]
             try:
-                results = await loop.run_in_executor(None, self.score_batch,
-                                                     [(p.uid, p.task_id, p.response) for p in batch])
+                if self.settings.async_anchors:
+                    results, flight = await loop.run_in_executor(None, self.submit_batch, samples)
+                else:
+                    results, flight = await loop.run_in_executor(None, self.score_batch, samples), None
             except Exception as exc:
                 for p in batch:
                     p.future.set_exception(exc)
                 continue
             for p, result in zip(batch, results):
-                p.future.set_result(result)
+                if result is not None:
+                    p.future.set_result(result)
+            if flight is not None:
+                self._landing = loop.create_task(self._land(flight, batch, self._landing))
+
+    async def _land(self, flight: InFlightAnchors, batch: list[_Pending], previous: asyncio.Task | None) -> None:
+        """Answer a batch's anchor samples once its runs return, after the batch scored before it landed."""
+        if previous is not None:
+            await asyncio.shield(previous)
+        loop = asyncio.get_running_loop()
+        try:
+            landed = await loop.run_in_executor(None, self.core.land, flight, True)
+        except Exception as exc:
+            for i in flight.tag:
+                batch[i].future.set_exception(exc)
+            return
+        rows = iter(flight.tag)
+        for group in landed:
+            for result in group.samples:
+                batch[next(rows)].future.set_result(_verl_result(result))
 
     def score_batch(self, samples: Sequence[tuple[str, str, str]]) -> list[dict[str, Any]]:
         """Score ``(uid, task_id, response)`` samples in one core call; one result dict per sample, in order."""
+        members, groups, streams = self._groups(samples)
+        return self._results(len(samples), members, self.core.score(groups, streams))
+
+    def submit_batch(self, samples: Sequence[tuple[str, str, str]]
+                     ) -> tuple[list[dict[str, Any] | None], InFlightAnchors | None]:
+        """As :meth:`score_batch`, but the anchor groups' runs are submitted, not awaited: a result
+        dict per sample, None for an anchor sample, and the anchors in flight, tagged with their
+        samples' positions in group order (None without any)."""
+        members, groups, streams = self._groups(samples)
+        now, flight = self.core.score_async(groups, streams, timeout_s=self.settings.anchor_timeout_s)
+        if flight is not None:
+            flight.tag = [i for group in flight.scored for i in members[(group.task_id, group.group_id)]]
+        return self._results(len(samples), members, now), flight
+
+    def _groups(self, samples: Sequence[tuple[str, str, str]]):
+        """The samples as code groups by (task, uid), their rows, and each group's stream (a held-out
+        task's is always executed)."""
         members: dict[tuple[str, str], list[int]] = {}
         for i, (uid, task_id, _) in enumerate(samples):
             members.setdefault((task_id, uid), []).append(i)
@@ -290,10 +343,15 @@ class WMRLRewardManager(RewardManagerBase):
             task = self._task(task_id)
             groups.append(CodeGroup(task, [extract_code(samples[i][2]) for i in rows], uid))
             streams.append("real" if task.spec.is_heldout else self.core.streams([uid])[0])
-        scored = self.core.score(groups, streams)
-        out: list[dict[str, Any] | None] = [None] * len(samples)
-        for rows, group in zip(members.values(), scored):
-            for i, result in zip(rows, group.samples):
+        return members, groups, streams
+
+    @staticmethod
+    def _results(size: int, members: Mapping[tuple[str, str], list[int]],
+                 scored: Sequence[ScoredGroup]) -> list[dict[str, Any] | None]:
+        """One result dict per sample of the scored groups, by row; None for the others."""
+        out: list[dict[str, Any] | None] = [None] * size
+        for group in scored:
+            for i, result in zip(members[(group.task_id, group.group_id)], group.samples):
                 out[i] = _verl_result(result)
         return out
 

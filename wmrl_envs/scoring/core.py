@@ -137,17 +137,22 @@ class ScoringCore:
         return self.fuse(self.scorer.score(groups, streams, choose=self._choose) if informed
                          else self.scorer.score(groups, streams))
 
-    def score_async(self, groups: Sequence[Any], *, tag: Hashable = None,
+    def score_async(self, groups: Sequence[Any], streams: Sequence[str] | None = None, *, tag: Hashable = None,
                     timeout_s: float | None = None) -> tuple[list[ScoredGroup], InFlightAnchors | None]:
         """Score groups without waiting for the anchors' runs: the batch's other groups, fused now
         (world-model groups calibrated by the calibrator as it stands), and its anchor groups in
         flight (None without any), for :meth:`land`, each sample provisionally scored as a
         world-model sample until then. ``tag`` names the batch (the trainer's step);
-        a run not back ``timeout_s`` after submission is an infrastructure failure."""
+        a run not back ``timeout_s`` after submission is an infrastructure failure; ``streams``
+        overrides the schedule as in :meth:`score`."""
         if self.scorer is None or not hasattr(self.scorer, "score_submitting"):
             raise ConfigError("asynchronous anchors need a batch scorer that submits runs (the code families')")
         informed = isinstance(self.schedule, InformedSchedule)
-        streams = ["world_model"] * len(groups) if informed else self.streams([g.group_id for g in groups])
+        if streams is None:
+            streams = ["world_model"] * len(groups) if informed else self.streams([g.group_id for g in groups])
+        streams = [check_stream(s) for s in streams]
+        if len(streams) != len(groups):
+            raise ConfigError(f"{len(groups)} groups but {len(streams)} streams")
         scored, flight = self.scorer.score_submitting(groups, streams, self._choose if informed else None,
                                                       tag=tag, timeout_s=timeout_s)
         for g in flight.scored if flight is not None else []:
