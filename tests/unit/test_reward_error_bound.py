@@ -11,7 +11,7 @@ import pytest
 from wmrl_envs.calibration import Calibrator, CalibratorConfig
 from wmrl_envs.calibration.bound import RewardErrorBound, smallest_sample, weighted_conformal_quantile
 from wmrl_envs.errors import CalibrationDataError, ConfigError
-from wmrl_envs.scoring import HashSchedule, ScoredGroup, ScoreResult, ScoringCore
+from wmrl_envs.scoring import HashSchedule, InformedSchedule, ScoredGroup, ScoreResult, ScoringCore, StepSchedule
 from wmrl_envs.scoring.fusion import FusionConfig
 
 
@@ -119,3 +119,20 @@ def test_the_core_publishes_the_bound_from_anchors_calibrated_before_their_pairs
     resumed = ScoringCore(HashSchedule(), Calibrator(CalibratorConfig(min_pairs_global=4)), fusion)
     resumed.load_state_dict(core.state_dict())
     assert resumed.reward_error_bound() == core.reward_error_bound() is not None
+
+
+def test_a_group_its_step_could_not_draw_has_no_weighted_bound():
+    """An informed step whose anchor count rounded to none gives every group probability 0: no
+    weighted bound can cover them (their odds against being drawn are infinite), and none is claimed."""
+    core = ScoringCore(InformedSchedule(StepSchedule(8, anchor_fraction=0.1, seed=0)), Calibrator())
+    rng = np.random.default_rng(0)
+    wm = rng.uniform(0, 1, 40)
+    core.error_bound.observe(wm, np.clip(wm + rng.normal(0, 0.1, 40), 0, 1), np.full(40, 3.0))
+
+    def world_model_group(probability: float) -> ScoredGroup:
+        samples = [ScoreResult(task_id="t", stream="world_model", wm_score_raw=0.5, inclusion_probability=probability)]
+        return ScoredGroup("t", 0, "world_model", samples)
+
+    undrawable, drawable = core.fuse([world_model_group(0.0), world_model_group(0.2)])
+    assert undrawable.samples[0].reward_error_bound is None and np.isfinite(undrawable.samples[0].score)
+    assert drawable.samples[0].reward_error_bound is not None

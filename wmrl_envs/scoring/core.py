@@ -216,8 +216,10 @@ class ScoringCore:
         for g in groups:
             # A group drawn by an informed schedule weighs the residuals by its own odds against being drawn.
             probability = g.samples[0].inclusion_probability if g.samples else None
-            group_bound = bound if probability is None or g.stream != "world_model" else \
-                self.reward_error_bound(_odds_against(probability))
+            if probability is None or g.stream != "world_model":
+                group_bound = bound
+            else:  # a group its step could not draw (the step's count rounded to none) has no weighted bound
+                group_bound = self.reward_error_bound(_odds_against(probability)) if probability > 0 else None
             for s in g.samples:
                 if g.stream in ("real", "anchor"):
                     s.score = np.nan if s.infra_failure or s.real_score is None else float(s.real_score)
