@@ -61,9 +61,12 @@ concrete-strength --eval-k 1``.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +99,7 @@ from trainers.wmrl import WMRLTrainer, make_core
 from trainers.wmrl_config import ADVANTAGES, MODES, WMRLConfig
 from trainers.wmrl_config import PRESETS as CONFIG_PRESETS
 from wmrl_envs.provenance import provenance
-from wmrl_envs.scoring import extract_code
+from wmrl_envs.scoring import CodeScorer, extract_code
 from wmrl_envs.scoring.fusion import ANCHOR_WEIGHT_RULES
 from wmrl_envs.world_models import make_world_model
 from wmrl_envs.world_models.corrupted import (
@@ -143,13 +146,19 @@ PRESETS["confirmation"] = {**PRESETS["corrections"], "seeds": [3, 4, 5, 6, 7],
 PRESETS["anchors"] = {**PRESETS["corrections"], "min_anchor_groups": 0, "warmup_steps": None,
                       "corruptions": ["none", "noise:0.1", "family_bias:0.5"], "modes": ["real", "wmrl"],
                       "seeds": [40, 41, 42, 43, 44], "sweep": ["anchor_choice=informed"], "audit_groups": 1}
+# Asynchronous anchors on the clean row (issue 47, item 4): the default against staleness bounds 1, 2
+# and 4, every execution run for real (no memo), so that the training wall each bound takes is the
+# wall a user's run would take; seeds run back to back on one machine.
+PRESETS["async"] = {**PRESETS["corrections"], "min_anchor_groups": 0, "warmup_steps": None, "corruptions": ["none"],
+                    "modes": ["wmrl"], "seeds": [0, 1, 2], "fresh_executions": True,
+                    "sweep": ["max_staleness=1", "max_staleness=2", "max_staleness=4"]}
 #: What a sweep (``--sweep``) may vary in the wmrl mode: a flat WMRLConfig field, ``c_rule``
 #: (``measured``: the trainer's warmup measurement, the default; ``inverse_eta2``: c = 1/η̂² at
 #: the first residual), or ``preset`` (a :data:`trainers.wmrl_config.PRESETS` entry, keeping the
 #: grid's batch shape and warmup so that every mode of a row trains on the same batches).
 SWEEPABLE = ("anchor_fraction", "fusion_w_max", "fusion_rule", "fusion_anchor_real_share", "calibration_stratify",
              "calibration_debias_flagged_strata", "calibration_extend_ends", "calibration_task_prior_pairs",
-             "calibration_global_form", "c_rule", "preset", "anchor_choice")
+             "calibration_global_form", "c_rule", "preset", "anchor_choice", "max_staleness")
 # Settings every run of one --runs folder must share: a resumed run with others is refused.
 RUN_SETTINGS = ("steps", "warmup_steps", "tasks_per_step", "group_size", "learning_rate", "eval_every", "eval_k",
                 "eval_tasks",
@@ -195,6 +204,8 @@ def setting_overrides(setting: str) -> dict[str, Any]:
         return {k: v for k, v in CONFIG_PRESETS[value].items() if k not in GRID_SHAPE}
     if name in SWITCHES:
         return {name: value == "true"}
+    if name == "max_staleness":
+        return {name: int(value)}
     return {name: value if name in ("fusion_rule", "calibration_global_form", "anchor_choice") else float(value)}
 
 
@@ -262,8 +273,8 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
     core = make_core(config)
     if key.variant == "c_rule=inverse_eta2":
         core.measure_c = False  # c = 1/eta2 at the first residual; the warmup then measures nothing
-    core.scorer = MemoScorer(memo, world_model=world_model, executor=config.family.executor,
-                             workers=config.family.workers)
+    scorer_kind = CodeScorer if args.fresh_executions else partial(MemoScorer, memo)
+    core.scorer = scorer_kind(world_model=world_model, executor=config.family.executor, workers=config.family.workers)
     adapter = get_family(ENV_ID).make_adapter(config)
     trainer = WMRLTrainer(config, make_policy("grammar", seed=key.seed), adapter, core=core)
     audit = FreshPairAudit(memo, {t.id: t for t in select_tasks(ENV_ID, SUITE, "train", args.train_tasks)},
@@ -315,12 +326,24 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
             "pairs_per_step": [h.get("calibration/n_pairs") for h in history],
             "calibrator_state": core.calibrator.state_dict(),
             "eta2": [h.get("calibration/eta2") for h in history],
-            "executions_run": core.scorer.ran, "executions_reused": core.scorer.reused,
+            "executions_run": getattr(core.scorer, "ran", None), "executions_reused": getattr(core.scorer, "reused", None),
+            "train_wall_s": sum(h["time/step_s"] for h in history), "max_staleness": config.schedule.max_staleness,
+            "staleness_samples": staleness_of(Path(config.output_dir)),
             "executed_scripts": executed, "training_scripts": scripts,
             "anchor_choice": config.schedule.anchor_choice, "warmup_steps": config.warmup_steps,
             **({"fresh_pairs": audit.pairs} if audit is not None else {}),
             # Runs repeat on one machine, not across machines: say which machine this one was.
             "provenance": provenance()}
+
+
+def staleness_of(run_dir: Path) -> dict[str, int]:
+    """Anchor samples by the steps between their submission and their landing (``anchors.csv``)."""
+    path = run_dir / "anchors.csv"
+    if not path.exists():
+        return {}
+    with path.open(newline="") as fh:
+        ages = Counter(int(r["landed_step"]) - int(r["step"]) for r in csv.DictReader(fh))
+    return {str(k): v for k, v in sorted(ages.items())}
 
 
 #: Settings a preset variant leaves to the grid: every mode of a row trains on the same batches.
@@ -369,7 +392,7 @@ def summarise(results: list[dict], args: argparse.Namespace) -> list[dict]:
                 cost = crossing(curve["compute"], curve["score"], target) if target is not None else None
                 flagged = [r["audit_flagged_at_pairs"] for r in rs]
                 rows.append({
-                    **saving_readings(rs, real_runs),
+                    **saving_readings(rs, real_runs), **wall_readings(rs),
                     "corruption": corruption, "strength": strength, "mode": g[2], "advantage": advantage,
                     "adaptive": g[4], "variant": g[5], "seeds": [r["key"]["seed"] for r in rs],
                     "heldout_mean": float(finals.mean()), "heldout_se": float(curve["se"][-1]),
@@ -413,6 +436,20 @@ def saving_readings(runs: list[dict], real_runs: list[dict]) -> dict[str, Any]:
         readings["fresh_pairs"] = audit_summary([pair for r in runs for pair in r["fresh_pairs"]])
         readings["fresh_mae_by_seed"] = {r["key"]["seed"]: audit_summary(r["fresh_pairs"])["mae"] for r in runs}
     return readings
+
+
+def wall_readings(runs: list[dict]) -> dict[str, Any]:
+    """A row's training wall (mean ± SE over seeds) and its anchors' staleness, pooled, where its runs
+    timed their steps (issue 47); the wall means something only where every execution ran."""
+    if not all("train_wall_s" in r for r in runs):
+        return {}
+    walls = np.array([r["train_wall_s"] for r in runs])
+    ages = Counter()
+    for r in runs:
+        ages.update({int(k): v for k, v in r["staleness_samples"].items()})
+    se = float(walls.std(ddof=1) / math.sqrt(walls.size)) if walls.size > 1 else math.nan
+    return {"train_wall_s": float(walls.mean()), "train_wall_se": se,
+            "staleness_samples": {str(k): ages[k] for k in sorted(ages)}}
 
 
 def scripts_of(run: dict) -> tuple[float, float]:
@@ -542,6 +579,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
     for corruption in dict.fromkeys(r["corruption"] for r in rows):
         strength = next(r["strength"] for r in rows if r["corruption"] == corruption)
         fresh_head, fresh_rule = (" fresh-pair MAE | bound coverage |", "---|---|") if audited else ("", "")
+        if cfg.get("fresh_executions"):
+            fresh_head, fresh_rule = fresh_head + " training wall (s) | staleness (samples) |", fresh_rule + "---|---|"
         lines += [f"**{corruption}**" + (f" (strength {strength:g})" if strength is not None else ""), "",
                   ("| mode | advantage | adaptive | held-out | compute (CPU-s) | executed share | compute ratio | "
                    f"held-out − `real` | to {FIXED_SCORE:g}, ratio | audit flagged at (pairs) |{fresh_head}"),
@@ -557,6 +596,13 @@ def markdown(rows: list[dict], meta: dict) -> str:
                 pairs = r.get("fresh_pairs")
                 fresh = (" — | — |" if pairs is None else
                          f" {pairs['mae']:.3f} ({pairs['pairs']}) | {pairs['coverage']:.3f} ({pairs['bounded']}) |")
+            if cfg.get("fresh_executions"):
+                ages = ", ".join(f"{k}: {v}" for k, v in r.get("staleness_samples", {}).items())
+                if "train_wall_s" in r:
+                    se = f" ± {r['train_wall_se']:.0f}" if math.isfinite(r["train_wall_se"]) else ""
+                    fresh += f" {r['train_wall_s']:.0f}{se} | {ages} |"
+                else:
+                    fresh += " — | — |"
             lines.append(f"| `{mode}` | {r['advantage']} | {'on' if r['adaptive'] else 'off'} | "
                          f"{r['heldout_mean']:.3f} ± {r['heldout_se']:.3f} | {r['compute_cpu_s']:.0f} | {share} | "
                          f"{' | '.join(readings)} | {flagged if r['mode'].startswith('wmrl') else ''} |{fresh}")
@@ -617,6 +663,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     grid.add_argument("--confirmation", action="store_true",
                       help="the corrections grid on seeds 3-7: real, world_model, the default wmrl, wmrl-eta2 and "
                            "the paper preset (issue 28's confirmation)")
+    grid.add_argument("--async", dest="async_", action="store_true",
+                      help="issue 47's measurement: the clean row's wmrl at staleness bounds 0, 1, 2, 4, every "
+                           "execution run for real, seeds 0-2")
     grid.add_argument("--anchors", action="store_true",
                       help="issue 46's registered comparison: hash against informed anchors at a 10%% executed share, "
                            "clean, (f) and (c) rows, seeds 40-44, fresh-pair audit")
@@ -634,6 +683,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int)
     parser.add_argument("--warmup-steps", type=int,
                         help="warmup steps (default 2; anchors: the config's default, none under the default rule)")
+    parser.add_argument("--fresh-executions", action="store_true", default=None,
+                        help="run every execution (no memo across runs): the wall a run takes (async: on)")
     parser.add_argument("--audit-groups", type=int,
                         help="world-model groups a step executed apart to measure the reward's error on fresh pairs "
                              "(default 0; anchors: 1)")
@@ -660,15 +711,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--name", help="results file name (default: stress; corrections, confirmation: stress_<preset>)")
     args = parser.parse_args(argv)
-    args.preset = next((name for name in ("quick", "corrections", "confirmation", "anchors") if getattr(args, name)),
-                       "full")
+    flags = {"quick": "quick", "corrections": "corrections", "confirmation": "confirmation", "anchors": "anchors",
+             "async_": "async"}
+    args.preset = next((preset for flag, preset in flags.items() if getattr(args, flag)), "full")
     defaults = {"adaptive": ["off", "on"], "min_anchor_groups": 1, "seeds": [0, 1, 2], "sweep": [], "warmup_steps": 2,
-                "audit_groups": 0}
+                "audit_groups": 0, "fresh_executions": False}
     for name, value in {**defaults, **PRESETS[args.preset]}.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
     # Issue 28's and 46's grids keep their runs in the repo.
-    committed = args.preset in ("corrections", "confirmation", "anchors")
+    committed = args.preset in ("corrections", "confirmation", "anchors", "async")
     if args.name is None:
         args.name = f"stress_{args.preset}" if committed else "stress"
     if args.memo_dir is None:
