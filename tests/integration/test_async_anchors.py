@@ -165,3 +165,16 @@ def test_an_async_env_answers_anchor_steps_at_once_and_lands_the_real_rewards_a_
         asynchronous.close()
     with pytest.raises(ConfigError, match="async_anchors"):
         gym.make("wmrl/MLEDojo-v0", reward="real", async_anchors=True)
+
+
+def test_informed_anchors_fly_asynchronously_with_their_weights(tmp_path):
+    config = async_config(tmp_path, steps=3, max_staleness=1, anchor_choice="informed")
+    trainer = trainer_for(config)
+    try:
+        trainer.train(progress=False)
+    finally:
+        trainer.adapter.close()
+        trainer.core.close()
+    rows = anchor_rows(tmp_path)
+    assert rows and all(0.0 < float(r["inclusion_probability"]) <= 1.0 for r in rows)
+    assert trainer.calibrator.n_pairs == len(rows) and not trainer._in_flight
