@@ -127,12 +127,7 @@ class ScoringCore:
         """
         if self.scorer is None:
             raise ConfigError("this scoring core has no scorer: its episodes score themselves and call fuse()")
-        informed = isinstance(self.schedule, InformedSchedule)
-        if streams is None:
-            streams = ["world_model"] * len(groups) if informed else self.streams([g.group_id for g in groups])
-        streams = [check_stream(s) for s in streams]
-        if len(streams) != len(groups):
-            raise ConfigError(f"{len(groups)} groups but {len(streams)} streams")
+        streams, informed = self._batch_streams(groups, streams)
         # Only a batch scorer takes choose(); the config refuses an informed schedule for the others.
         return self.fuse(self.scorer.score(groups, streams, choose=self._choose) if informed
                          else self.scorer.score(groups, streams))
@@ -147,17 +142,23 @@ class ScoringCore:
         overrides the schedule as in :meth:`score`."""
         if self.scorer is None or not hasattr(self.scorer, "score_submitting"):
             raise ConfigError("asynchronous anchors need a batch scorer that submits runs (the code families')")
+        streams, informed = self._batch_streams(groups, streams)
+        scored, flight = self.scorer.score_submitting(groups, streams, self._choose if informed else None,
+                                                      tag=tag, timeout_s=timeout_s)
+        for g in flight.scored if flight is not None else []:
+            self._provisional(g)
+        return self.fuse([g for g in scored if g.stream != "anchor"]), flight
+
+    def _batch_streams(self, groups: Sequence[Any], streams: Sequence[str] | None) -> tuple[list[str], bool]:
+        """Each group's stream for a batch call (the schedule's unless given; every group offered as
+        world-model under an informed schedule, which then chooses), and whether it is informed."""
         informed = isinstance(self.schedule, InformedSchedule)
         if streams is None:
             streams = ["world_model"] * len(groups) if informed else self.streams([g.group_id for g in groups])
         streams = [check_stream(s) for s in streams]
         if len(streams) != len(groups):
             raise ConfigError(f"{len(groups)} groups but {len(streams)} streams")
-        scored, flight = self.scorer.score_submitting(groups, streams, self._choose if informed else None,
-                                                      tag=tag, timeout_s=timeout_s)
-        for g in flight.scored if flight is not None else []:
-            self._provisional(g)
-        return self.fuse([g for g in scored if g.stream != "anchor"]), flight
+        return streams, informed
 
     def _provisional(self, group: ScoredGroup) -> None:
         """An anchor group in flight is scored as a world-model group would be, until it lands (an
