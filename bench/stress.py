@@ -544,6 +544,59 @@ def acceptance(rows: list[dict], stratum_alarm: float, variant: str = "") -> tup
     return checks, "\n".join(lines)
 
 
+#: Issue 46's registered acceptance (bench/results/informed_anchors_registration.md): the executed
+#: share's cap, the total-compute ratio's goal, the non-inferiority margin, the coverage band around
+#: the nominal 0.9, and the bounded pairs a row needs before its coverage is judged.
+SHARE_CAP, RATIO_GOAL, MARGIN, COVERAGE_BAND, MIN_BOUNDED = 0.12, 6.0, 0.03, (0.87, 0.93), 40
+INFORMED = "anchor_choice=informed"
+
+
+def anchors_acceptance(rows: list[dict]) -> tuple[list[dict], str]:
+    """Issue 46's acceptance, read once per row and schedule as registered: (1) executed share at
+    most the cap; (2) total-compute ratio at least the goal and held-out difference at least minus
+    the margin (points; the intervals beside them); (3) informed anchors' fresh-pair MAE no worse than
+    the hash schedule's on the same row (pooled; the paired per-seed difference and its SE beside
+    it); (4) bound coverage inside the band where a row has enough bounded pairs."""
+    checks, lines = [], [
+        "| row | anchors | seeds | executed share | compute ratio | held-out − `real` (\\|·\\|) | fresh-pair MAE "
+        "| bound coverage (bounded pairs) | 1 share | 2 saving | 3 MAE | 4 coverage |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for corruption in dict.fromkeys(r["corruption"] for r in rows):
+        pick = {r["variant"]: r for r in rows if r["corruption"] == corruption and r["mode"] == "wmrl"}
+        hashed, informed = pick.get(""), pick.get(INFORMED)
+        for name, row in (("hash", hashed), ("informed", informed)):
+            if row is None or "compute_ratio" not in row or "fresh_pairs" not in row:
+                continue
+            ratio, diff = Interval.from_dict(row["compute_ratio"]), Interval.from_dict(row["score_difference"])
+            pairs = row["fresh_pairs"]
+            share_ok = bool(row["executed_share"] <= SHARE_CAP)
+            saving_ok = bool(ratio.point >= RATIO_GOAL and diff.point >= -MARGIN)
+            mae_ok, mae_note = None, ""
+            if name == "informed" and hashed is not None and "fresh_pairs" in hashed:
+                mae_ok = bool(pairs["mae"] <= hashed["fresh_pairs"]["mae"])
+                common = sorted(set(row["fresh_mae_by_seed"]) & set(hashed["fresh_mae_by_seed"]))
+                gaps = np.array([row["fresh_mae_by_seed"][s] - hashed["fresh_mae_by_seed"][s] for s in common])
+                if gaps.size > 1:
+                    mae_note = f"; paired − hash {gaps.mean():+.3f} (SE {gaps.std(ddof=1) / math.sqrt(gaps.size):.3f})"
+            judged = pairs["bounded"] >= MIN_BOUNDED
+            coverage_ok = bool(COVERAGE_BAND[0] <= pairs["coverage"] <= COVERAGE_BAND[1]) if judged else None
+            checks.append({"corruption": corruption, "anchors": name, "seeds": row["seeds"],
+                           "executed_share": row["executed_share"], "compute_ratio": row["compute_ratio"],
+                           "score_difference": row["score_difference"], "fresh_pairs": pairs,
+                           "share_ok": share_ok, "saving_ok": saving_ok, "mae_ok": mae_ok, "coverage_ok": coverage_ok})
+            verdict = lambda ok: "—" if ok is None else ("yes" if ok else "**no**")  # noqa: E731
+            lines.append(
+                f"| {corruption} | {name} | {len(row['seeds'])} | {row['executed_share']:.3f} | {ratio.text(1, 'x')} | "
+                f"{diff.text(3, signed=True)} ({abs(diff.point):.3f}) | {pairs['mae']:.3f}{mae_note} | "
+                f"{pairs['coverage']:.3f} ({pairs['bounded']}) | {verdict(share_ok)} | {verdict(saving_ok)} | "
+                f"{verdict(mae_ok)} | {verdict(coverage_ok) if judged else 'unjudged'} |")
+    lines += ["", (f"Registered thresholds: share ≤ {SHARE_CAP:g}; ratio ≥ {RATIO_GOAL:g}x and held-out − `real` ≥ "
+                   f"−{MARGIN:g} (points); informed MAE ≤ hash MAE (pooled); coverage in [{COVERAGE_BAND[0]:g}, "
+                   f"{COVERAGE_BAND[1]:g}] where at least {MIN_BOUNDED} pairs carried a bound. A row with fewer than "
+                   f"{ACCEPTANCE_SEEDS} seeds is a partial reading.")]
+    return checks, "\n".join(lines)
+
+
 def acceptance_sections(rows: list[dict], stratum_alarm: float) -> tuple[dict[str, list[dict]], str]:
     """Issue 28's acceptance for every ``wmrl`` correction the rows hold, each under the name it
     ran with (the default first): the checks by correction, and the tables as markdown."""
@@ -807,7 +860,10 @@ def main(argv: list[str] | None = None) -> None:
             "real_runs": "shared by every corruption (real execution reads no world model)",
             "config": dict(vars(args))}  # its paths are written as strings (json default=str)
     md = "### WMRL when the world model is wrong (stress protocol)\n\n" + markdown(rows, meta)
-    if len(args.seeds) >= ACCEPTANCE_SEEDS:
+    if args.preset == "anchors":
+        meta["acceptance"], table = anchors_acceptance(rows)
+        md += f"\n**Acceptance (issue 46, as registered):**\n\n{table}\n"
+    elif len(args.seeds) >= ACCEPTANCE_SEEDS:
         meta["acceptance"], tables = acceptance_sections(rows, WMRLConfig().calibration.stratum_z)
         md += tables
     # One line: the report is the markdown, and a grid of rows with curves runs long when indented.

@@ -168,3 +168,21 @@ def test_the_speedup_reads_real_on_the_rows_own_seeds():
     # A seed real never ran: real's curve over every run it has.
     assert stress.real_target(real, {1, 3}) == stress.real_target(real, {1, 2})
     assert stress.real_target([], {1}) == (None, None)
+
+
+def test_issue_46s_acceptance_reads_each_registered_point_per_row_and_schedule():
+    def row(variant, share, ratio, diff, mae, coverage, bounded, by_seed):
+        return {"corruption": "none", "mode": "wmrl", "variant": variant, "seeds": [40, 41], "executed_share": share,
+                "compute_ratio": {"point": ratio, "lo": ratio - 1, "hi": ratio + 1},
+                "score_difference": {"point": diff, "lo": diff - 0.05, "hi": diff + 0.05},
+                "fresh_pairs": {"pairs": 96, "mae": mae, "bounded": bounded, "coverage": coverage},
+                "fresh_mae_by_seed": by_seed}
+
+    rows = [row("", 0.104, 6.5, -0.02, 0.15, 0.90, 80, {40: 0.14, 41: 0.16}),
+            row(stress.INFORMED, 0.104, 5.9, 0.01, 0.16, 0.95, 30, {40: 0.15, 41: 0.17})]
+    checks, md = stress.anchors_acceptance(rows)
+    hashed, informed = checks
+    assert (hashed["share_ok"], hashed["saving_ok"], hashed["mae_ok"], hashed["coverage_ok"]) == (True, True, None, True)
+    # 5.9x misses the ratio; a higher MAE than hash's misses point 3; 30 bounded pairs are too few to judge.
+    assert (informed["saving_ok"], informed["mae_ok"], informed["coverage_ok"]) == (False, False, None)
+    assert "paired − hash +0.010 (SE 0.000)" in md and "unjudged" in md
