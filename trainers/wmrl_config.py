@@ -36,9 +36,9 @@ SURROGATE_BASED = ("surrogate", "sample_run")
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
 ADVANTAGES = ("std", "mean")
 ANCHOR_CHOICES = ("random", "informed")
-#: The warmup's steps by default where the anchor-weight rule measures ``c`` in it (the ``eta2``
-#: and ``sampling`` rules without a configured ``c``): enough anchor groups for per-sample
-#: gradient variances of both rewards at the default batch shape.
+#: The warmup's steps by default (and, with ``warmup_steps=None``, where the anchor-weight rule
+#: measures ``c`` in it): enough anchor groups for per-sample gradient variances of both rewards
+#: at the default batch shape, and pairs of every family before the policy can exploit one.
 MEASURING_WARMUP_STEPS = 2
 #: How a simulated family's world-model episodes are scored: cut at ``wm_horizon`` and predicted
 #: (``truncate``), or run to the end with a potential-shaped dense reward (``shaped``).
@@ -135,10 +135,11 @@ class ScheduleConfig:
     tasks_per_step: int = field(default=8, metadata={"help": "B: groups (tasks) per step"})
     group_size: int = field(default=4, metadata={"help": "G: rollouts per group"})
     anchor_fraction: float = field(default=0.1, metadata={"help": "share of groups executed as anchors"})
-    warmup_steps: int | None = field(default=None, metadata={
-        "help": "first steps, with warmup_anchor_fraction anchors: they measure the fusion constant c of the "
-                "eta2 and sampling rules and seed the calibrator; default: 2 where the anchor-weight rule "
-                "measures c, else none (the default rule, none, reads no c)"})
+    warmup_steps: int | None = field(default=MEASURING_WARMUP_STEPS, metadata={
+        "help": "first steps, with warmup_anchor_fraction anchors: they seed the calibrator before the policy can "
+                "exploit a family the world model over-scores, and measure the fusion constant c of the eta2 and "
+                "sampling rules; None: 2 where the rule measures c, else none (at a 10%% share without it, the "
+                "registered stress screen collapsed under a family bias: bench/results/stress_anchors.md)"})
     warmup_anchor_fraction: float = field(default=0.5, metadata={"help": "anchor share during warmup"})
     adaptive_anchors: bool = field(default=False, metadata={
         "help": "adaptive anchoring: double the anchor share after a step whose audit fails (or whose eta2 "
@@ -148,9 +149,9 @@ class ScheduleConfig:
                 "default: only the audit fails a step"})
     max_anchor_fraction: float = field(default=1.0, metadata={
         "help": "adaptive anchoring: the highest anchor share (1.0: every group executed)"})
-    min_anchor_groups: int = field(default=0, metadata={
+    min_anchor_groups: int = field(default=1, metadata={
         "help": "the fewest anchor groups of a step; 0: a step's count rounds down or up so that the run "
-                "executes anchor_fraction of its groups"})
+                "executes exactly anchor_fraction of its groups"})
     anchor_choice: str = field(default="random", metadata={
         "help": "which groups are anchors: 'random' (seeded by the step) or 'informed' (drawn, as many, with "
                 "probabilities rising with the world model's predictive variance; pairs weighted by their inverse)"})
@@ -285,9 +286,8 @@ class WMRLConfig:
 
     @property
     def warmup_steps(self) -> int:
-        """The warmup's steps: as configured, else :data:`MEASURING_WARMUP_STEPS` where the anchor-weight
-        rule measures ``c`` in it and none otherwise, so that a run pays for a warmup only when its rule
-        reads what the warmup measures."""
+        """The warmup's steps: as configured, or with None :data:`MEASURING_WARMUP_STEPS` where the
+        anchor-weight rule measures ``c`` in it and none otherwise."""
         if self.schedule.warmup_steps is not None:
             return self.schedule.warmup_steps
         return MEASURING_WARMUP_STEPS if self.measures_fusion_constant else 0

@@ -57,7 +57,7 @@ def test_the_budget_follows_the_base_schedule_and_a_group_has_no_stream_before_i
     assert InformedSchedule(HashSchedule(0.1)).budget(list(range(30))) == pytest.approx(3.0)
     # A fractional share: each step's budget is the hash schedule's count of that step, so informed
     # and hash anchors execute as many groups, step by step.
-    sparse = StepSchedule(8, anchor_fraction=0.1, seed=3)
+    sparse = StepSchedule(8, anchor_fraction=0.1, seed=3, min_anchor_groups=0)
     counts = [InformedSchedule(sparse).budget(sparse.group_ids(s)) for s in range(20)]
     assert counts == [float(sparse.streams(s).count("anchor")) for s in range(20)] and set(counts) == {0.0, 1.0}
     empty = next(s for s in range(20) if counts[s] == 0)

@@ -46,7 +46,7 @@ def test_hash_schedule_is_deterministic_per_group_and_near_its_fraction():
 
 def test_step_schedule_gives_each_step_its_anchor_count_and_answers_by_group_id():
     schedule = StepSchedule(groups_per_step=8, anchor_fraction=0.1, seed=0, warmup_steps=2,
-                            warmup_anchor_fraction=0.5)
+                            warmup_anchor_fraction=0.5, min_anchor_groups=0)
     assert schedule.streams(0).count("anchor") == 4 and schedule.streams(1).count("anchor") == 4
     counts = [schedule.streams(s).count("anchor") for s in range(2, 60)]
     assert set(counts) == {0, 1}  # 0.8 groups a step: a count rounds down or up ...

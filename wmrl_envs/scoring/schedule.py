@@ -146,7 +146,7 @@ class StepSchedule:
     adaptive: bool = False
     eta2_bound: float | None = None
     max_anchor_fraction: float = 1.0
-    min_anchor_groups: int = 0
+    min_anchor_groups: int = 1
     # The schedule's state: (first step, share) of every change adapt() made, in step order,
     # and how many steps in a row have passed.
     _changes: list[tuple[int, float]] = field(default_factory=list, init=False, repr=False)
