@@ -97,7 +97,7 @@ def run_once(executor: str, seed: int, env: str, mode: str = "wmrl", anchor_choi
 
 def corrections_of(run: dict) -> str:
     """What a run trained under: ``real`` for a run of real GRPO, else the anchor-weight rule, the
-    global map unless isotonic, the anchors unless random, and the schedule unless the former one
+    global map unless isotonic, the anchors unless random, and the schedule unless the default one
     (2 warmup steps at half anchors, then at least one anchor group a step): ``none, chosen map,
     no warmup``. Runs from before the rule was recorded ran ``eta2``, runs from before the map was
     recorded fitted the isotonic one, and runs from before the schedule was recorded ran the former."""
@@ -106,14 +106,15 @@ def corrections_of(run: dict) -> str:
     rule, form = run.get("fusion_rule", "eta2"), run.get("calibration_global_form", "isotonic")
     parts = [rule] + ([] if form == "isotonic" else [f"{form} map"])
     parts += [] if run.get("anchor_choice", "random") == "random" else [f"{run['anchor_choice']} anchors"]
-    if (run.get("warmup_steps", FORMER_WARMUP), run.get("min_anchor_groups", 1)) != (FORMER_WARMUP, 1):
+    if (run.get("warmup_steps", DEFAULT_WARMUP), run.get("min_anchor_groups", 1)) != (DEFAULT_WARMUP, 1):
         parts.append(f"{run['warmup_steps'] or 'no'} warmup, at least {run['min_anchor_groups']} anchor groups a step"
                      if run["min_anchor_groups"] else f"{run['warmup_steps'] or 'no'} warmup")
     return ", ".join(parts)
 
 
-#: The warmup every main job ran before the warmup was charged to the rules that read it.
-FORMER_WARMUP = 2
+#: The default schedule's warm-up steps: every main job's before the schedule was recorded, and
+#: the default's again after issue 46's registered screen.
+DEFAULT_WARMUP = 2
 
 
 def run_slug(mode: str, config: WMRLConfig) -> str:
@@ -123,7 +124,7 @@ def run_slug(mode: str, config: WMRLConfig) -> str:
     form, schedule = config.calibration.global_form, config.schedule
     parts = [config.fusion.rule] + ([] if form == "isotonic" else [form])
     parts += [] if schedule.anchor_choice == "random" else [schedule.anchor_choice]
-    if (config.warmup_steps, schedule.min_anchor_groups) != (FORMER_WARMUP, 1):
+    if (config.warmup_steps, schedule.min_anchor_groups) != (DEFAULT_WARMUP, 1):
         parts.append(f"w{config.warmup_steps}m{schedule.min_anchor_groups}")
     return "-".join(parts)
 

@@ -302,9 +302,9 @@ class WMRLRewardManager(RewardManagerBase):
 
     async def _land(self, flight: InFlightAnchors, batch: list[_Pending], previous: asyncio.Task | None) -> None:
         """Answer a batch's anchor samples once its runs return, after the batch scored before it landed."""
-        if previous is not None:
-            await asyncio.shield(previous)
         loop = asyncio.get_running_loop()
+        if previous is not None and not previous.done() and previous.get_loop() is loop:
+            await asyncio.shield(previous)  # a landing of an earlier event loop ended with it
         try:
             landed = await loop.run_in_executor(None, self.core.land, flight, True)
         except Exception as exc:
