@@ -64,7 +64,14 @@ from trainers.ledger import ComputeLedger
 from trainers.wmrl_config import WMRLConfig
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import InfraFailureError
-from wmrl_envs.scoring import ConstantSchedule, InformedSchedule, ScoringCore, StepSchedule, sample_weights
+from wmrl_envs.scoring import (
+    ConstantSchedule,
+    InformedSchedule,
+    ScoringCore,
+    StepSchedule,
+    land_in_order,
+    sample_weights,
+)
 from wmrl_envs.scoring.shaping import shaped_return
 
 CHECKPOINT = "checkpoint.pt"
@@ -174,26 +181,17 @@ class WMRLTrainer:
                                                        timeout_s=cfg.anchor_timeout_s)
         if pending is not None:
             self._in_flight.append(pending)
-        last = step + 1 >= self.config.steps
-        landed, ages, dropped = [], [], 0
-        while self._in_flight:
-            oldest = self._in_flight[0]
-            arrived = self.adapter.land(oldest, self.ledger, self.core, wait=last)
-            if arrived is None:
-                break
-            self._in_flight.popleft()
-            self._log_anchors(oldest.step, step, arrived)
+
+        def land(batch: PendingAnchors, wait: bool) -> list[GroupOutcome] | None:
+            return self.adapter.land(batch, self.ledger, self.core, wait=wait)
+
+        landing = land_in_order(self._in_flight, land, step, cfg.max_staleness, wait=step + 1 >= self.config.steps)
+        landed = []
+        for batch, arrived in landing.landed:
+            self._log_anchors(batch.step, step, arrived)
             landed += arrived
-            if step - oldest.step <= cfg.max_staleness:
-                outcomes = outcomes + arrived
-                ages += [step - oldest.step] * len(arrived)
-            else:
-                dropped += len(arrived)
-        metrics = {"anchors/in_flight": float(len(self._in_flight)), "anchors/landed": float(len(landed)),
-                   "anchors/staleness_mean": float(np.mean(ages)) if ages else float("nan"),
-                   "anchors/staleness_max": float(max(ages)) if ages else float("nan"),
-                   "anchors/dropped_stale": float(dropped)}
-        return outcomes, landed, metrics
+        trained = [outcome for _, arrived, _ in landing.trained for outcome in arrived]
+        return outcomes + trained, landed, landing.metrics()
 
     def _rewards(self, outcomes: list[GroupOutcome]):
         """Per-rollout training rewards as the core scored them; rollouts without a score are dropped."""

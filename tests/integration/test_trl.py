@@ -30,6 +30,7 @@ from trl import GRPOConfig
 
 from agents.code.lm_policy import CausalLMPolicy, CausalLMPolicyConfig
 from trainers.integrations.trl import (
+    IN_FLIGHT_FILE,
     STATE_FILE,
     WMRLGRPOTrainer,
     WMRLReward,
@@ -56,6 +57,7 @@ T = test[X.columns].fillna(0.0).to_numpy()
 pd.DataFrame({{"{id}": test["{id}"], "{y}": np.c_[T, np.ones(len(T))] @ coef}}).to_csv("submission.csv", index=False)
 """
 CRASH = "raise RuntimeError('no model')\n"
+SLOW_RUN_S = 4
 
 
 @pytest.fixture(scope="module")
@@ -70,22 +72,28 @@ def dataset(tasks):
     return build_dataset(tasks, CausalLMPolicyConfig(max_description_chars=400))
 
 
-@pytest.fixture(scope="module")
-def seed(dataset):
-    """A schedule seed under which both steps have one anchor and one world-model group (the rule itself)."""
+def one_anchor_a_step(dataset, steps: int) -> int:
+    """A schedule seed under which every step has one anchor and one world-model group (the rule itself)."""
     uids = list(dataset["prompt_uid"])
     return next(s for s in range(100)
                 if all(sorted(HashSchedule(ANCHOR_FRACTION, s).stream((step, u)) for u in uids)
-                       == ["anchor", "world_model"] for step in range(STEPS)))
+                       == ["anchor", "world_model"] for step in range(steps)))
 
 
-def responses(task) -> list[str]:
+@pytest.fixture(scope="module")
+def seed(dataset):
+    return one_anchor_a_step(dataset, STEPS)
+
+
+def responses(task, slow: bool = False) -> list[str]:
     spec = task.spec
     scripts = [LEAST_SQUARES.format(id=spec.id_column, y=spec.target_columns[0]), CRASH]
+    if slow:  # a run that cannot have returned when the step that submitted it looks for it
+        scripts[0] = f"import time\ntime.sleep({SLOW_RUN_S})\n" + scripts[0]
     return [f"Member {i}.\n\n```python\n{s}```\n" for i, s in enumerate(scripts)]
 
 
-def fixed_rollout(tasks, dataset):
+def fixed_rollout(tasks, dataset, slow: bool = False):
     """A TRL rollout_func: member ``i`` of each group answers with script ``i``; log-probs are the
     model's own for those tokens (nothing was sampled)."""
     by_prompt = {json.dumps(row["prompt"]): next(t for t in tasks if t.id == row["task_id"]) for row in dataset}
@@ -96,7 +104,7 @@ def fixed_rollout(tasks, dataset):
         for i, prompt in enumerate(prompts):
             text = tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
             prompt_ids.append(tok(text, add_special_tokens=False)["input_ids"])
-            answer = responses(by_prompt[json.dumps(prompt)])[i % G]
+            answer = responses(by_prompt[json.dumps(prompt)], slow)[i % G]
             completion_ids.append(tok(answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id])
         return {"prompt_ids": prompt_ids, "completion_ids": completion_ids,
                 "logprobs": token_logprobs(trainer.model, prompt_ids, completion_ids)}
@@ -118,22 +126,23 @@ class RecordingTrainer(WMRLGRPOTrainer):
 
     def _generate_and_score_completions(self, inputs):
         output = super()._generate_and_score_completions(inputs)
-        self.batches = getattr(self, "batches", []) + [(output["advantages"].clone(), self.wmrl_reward.last)]
+        self.batches = getattr(self, "batches", []) + [(output["advantages"].clone(), self.last_batch)]
         return output
 
 
-def make_trainer(tasks, dataset, seed, out: Path, cls=WMRLGRPOTrainer):
+def make_trainer(tasks, dataset, seed, out: Path, cls=WMRLGRPOTrainer, steps: int = STEPS, slow: bool = False,
+                 **trainer_kwargs):
     # Two pairs are enough for the calibrator's map and residual, so step 1 already weights its anchors.
     core = make_code_core(ANCHOR_FRACTION, seed, workers=2, calibration=CalibratorConfig(min_pairs_global=2),
                           fusion=FusionConfig(rule="eta2"))  # a rule that weighs anchors, so the weights are seen
     policy = CausalLMPolicy.tiny_random(hidden_size=64, num_layers=2, seed=0)
     args = GRPOConfig(output_dir=str(out), use_cpu=True, bf16=False, num_generations=G,
-                      per_device_train_batch_size=2 * G, max_completion_length=256, max_steps=STEPS,
+                      per_device_train_batch_size=2 * G, max_completion_length=256, max_steps=steps,
                       learning_rate=1e-3, beta=0.0, logging_steps=1, save_steps=1, report_to="none",
                       log_completions=False, seed=0, dataloader_num_workers=0)
     trainer = cls(model=policy.model, reward_funcs=WMRLReward(core, tasks, num_generations=G), args=args,
-                  train_dataset=dataset, processing_class=policy.tokenizer, rollout_func=fixed_rollout(tasks, dataset),
-                  callbacks=[WMRLStateCallback(core)])
+                  train_dataset=dataset, processing_class=policy.tokenizer,
+                  rollout_func=fixed_rollout(tasks, dataset, slow), callbacks=[WMRLStateCallback(core)], **trainer_kwargs)
     return trainer, core
 
 
@@ -208,3 +217,90 @@ def test_the_documented_example_runs(tasks, tmp_path):
     history = json.loads((tmp_path / "example" / "checkpoint-1" / "trainer_state.json").read_text())["log_history"]
     assert any("calibration/n_pairs" in row for row in history)
     assert (tmp_path / "example" / "checkpoint-1" / STATE_FILE).is_file()  # saved at the end of training
+
+
+ASYNC_STEPS = 3
+
+
+class AsyncRecordingTrainer(WMRLGRPOTrainer):
+    """Keeps, per generation batch: its step, weighted advantages and record, and for each row the
+    loss's reference log-probabilities against the policy's as it stands at that step."""
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        old = output.get("old_per_token_logps")
+        now = self._policy_logps(output) if old is not None else None
+        self.batches = getattr(self, "batches", []) + [
+            SimpleNamespace(step=self.state.global_step, advantages=output["advantages"].clone(),
+                            record=self.last_batch, old=old, now=now, mask=output["completion_mask"].bool())]
+        return output
+
+
+def test_asynchronous_anchors_train_when_they_land_and_a_resume_loses_none(tasks, dataset, tmp_path):
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    seed, bound = one_anchor_a_step(dataset, ASYNC_STEPS), 2
+    trainer, core = make_trainer(tasks, dataset, seed, tmp_path / "run", AsyncRecordingTrainer, steps=ASYNC_STEPS,
+                                 slow=True, max_staleness=bound)
+    trainer.train()
+    schedule = HashSchedule(ANCHOR_FRACTION, seed)
+    submitted = sorted((step, uid) for step in range(ASYNC_STEPS) for uid in dataset["prompt_uid"]
+                       if schedule.stream((step, uid)) == "anchor")
+
+    # The step that submits an anchor group trains on without it (its run sleeps); every anchor group
+    # trains exactly once, with all its rows, within the bound, and the last step waits for the rest.
+    assert trainer.batches[0].record.streams == ["world_model"] * G
+    trained = [(b.step, tuple(gid)) for b in trainer.batches
+               for gid, stream in zip(b.record.group_ids, b.record.streams) if stream == "anchor"]
+    assert sorted({gid for _, gid in trained}) == submitted and len(trained) == G * len(submitted)
+    assert all(1 <= step - gid[0] <= bound for step, gid in trained if gid[0] < ASYNC_STEPS - 1)
+    assert core.calibrator.n_pairs == ASYNC_STEPS * G
+    # A landed row keeps the log-probabilities of the policy that generated it (the loss's ratio is not 1);
+    # the step's own rows are scored against the policy as it stands.
+    stale = [b for b in trainer.batches if b.old is not None]
+    assert stale
+    for b in stale:
+        for row, (gid, stream) in enumerate(zip(b.record.group_ids, b.record.streams)):
+            old, now = b.old[row][b.mask[row]], b.now[row][b.mask[row]]
+            if stream == "anchor" and gid[0] < b.step:
+                assert not torch.allclose(old, now, atol=1e-6)
+            else:
+                assert torch.allclose(old, now, atol=1e-6)
+    # Each batch's advantages: the group advantages of the rows it trains, times sample_weights.
+    for b in trainer.batches:
+        ids = [tuple(g) for g in b.record.group_ids]
+        expected = grpo.group_advantages(b.record.rewards, ids) * torch.as_tensor(
+            sample_weights(b.record.is_anchor, b.record.w_anchor), dtype=torch.float32)
+        assert b.advantages.tolist() == pytest.approx(expected.tolist(), abs=1e-4)
+    logs = [row for row in trainer.state.log_history if "grad_norm" in row]
+    assert max(row.get("anchors/staleness_max", 0) for row in logs) >= 1
+    assert sum(row.get("anchors/landed", 0) for row in logs) == len(submitted)
+
+    # Killed after step 1 with the step-0 anchors in flight: a resumed run submits them again and
+    # ends with the same calibrator (the same pairs, in the same order).
+    held = torch.load(tmp_path / "run" / "checkpoint-1" / IN_FLIGHT_FILE, weights_only=False)
+    assert [step for step, _, _ in held] == [0]
+    resumed, fresh = make_trainer(tasks, dataset, seed, tmp_path / "run", steps=ASYNC_STEPS, slow=True,
+                                  max_staleness=bound)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "run" / "checkpoint-1"))
+    assert fresh.calibrator.n_pairs == core.calibrator.n_pairs
+    assert fresh.state_dict() == core.state_dict()
+    core.close()
+    fresh.close()
+
+
+@pytest.mark.parametrize(("change", "refusal"), [
+    ({"steps_per_generation": 2, "per_device_train_batch_size": G}, "steps_per_generation"),
+    ({"scale_rewards": "batch"}, "scale_rewards"),
+])
+def test_asynchronous_anchors_refuse_what_they_would_break(tasks, dataset, tmp_path, change, refusal):
+    policy = CausalLMPolicy.tiny_random(hidden_size=32, num_layers=1, seed=0)
+    args = GRPOConfig(**{"output_dir": str(tmp_path), "use_cpu": True, "bf16": False, "num_generations": G,
+                         "per_device_train_batch_size": 2 * G, "max_steps": 1, "report_to": "none", **change})
+    with pytest.raises(ConfigError, match=refusal):
+        WMRLGRPOTrainer(model=policy.model, reward_funcs=WMRLReward(make_code_core(), tasks, num_generations=G),
+                        args=args, train_dataset=dataset, processing_class=policy.tokenizer, max_staleness=1)
+    with pytest.raises(ConfigError, match="max_staleness must be"):
+        WMRLGRPOTrainer(model=policy.model, reward_funcs=WMRLReward(make_code_core(), tasks, num_generations=G),
+                        args=GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, num_generations=G,
+                                        per_device_train_batch_size=2 * G, max_steps=1, report_to="none"),
+                        train_dataset=dataset, processing_class=policy.tokenizer, max_staleness=-1)

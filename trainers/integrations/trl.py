@@ -33,6 +33,12 @@ The pieces and who owns what (``docs/architecture.md`` §2):
   total is the same.
 * :class:`WMRLStateCallback`: writes ``ScoringCore.state_dict()`` (calibrator pairs, ``c``) into
   every TRL checkpoint folder and restores it when training resumes from one.
+* Asynchronous anchors (``WMRLGRPOTrainer(..., max_staleness=K)``, one process): the reward
+  submits a training batch's anchor groups and returns None for their rows; the trainer holds those
+  rows (with the policy's log-probabilities at generation as ``old_per_token_logps``, so TRL's
+  clipped ratio corrects for the policy having moved) and adds them, with TRL's group advantages,
+  to the first batch after they land, if at most ``K`` steps old (:func:`land_in_order`). A
+  checkpoint holds them (:data:`IN_FLIGHT_FILE`) and a resumed run submits them again.
 
 Several processes. Each process scores its own groups (its own executions and world-model
 batch). The raw scored groups are then gathered, and every process fuses the same list in the
@@ -55,8 +61,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +87,11 @@ from wmrl_envs.scoring import (
     CodeScorer,
     FusionConfig,
     HashSchedule,
+    InFlightAnchors,
     ScoredGroup,
     ScoringCore,
     extract_code,
+    land_in_order,
     sample_weights,
 )
 from wmrl_envs.task_spec import Task
@@ -92,6 +101,8 @@ from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
 TESTED_TRL = "1.16"
 #: The file a checkpoint folder holds the scoring state in.
 STATE_FILE = "wmrl_scoring.json"
+#: The file a checkpoint folder holds the anchor batches in flight in (asynchronous anchors).
+IN_FLIGHT_FILE = "wmrl_in_flight.pt"
 
 
 class TRLVersionError(MissingDependencyError):
@@ -158,6 +169,8 @@ class BatchRecord:
         fusion_weights: The core's weight of each row (``w_A`` for anchors, 1 otherwise), before
             normalisation.
         w_anchor: The core's anchor weight after the call (the same on every process).
+        in_flight: Whether the row's anchor group was submitted and has not landed (asynchronous
+            anchors; its reward is NaN until then).
     """
 
     group_ids: list[tuple[int, str]]
@@ -167,6 +180,14 @@ class BatchRecord:
     scored: np.ndarray
     fusion_weights: np.ndarray
     w_anchor: float
+    in_flight: np.ndarray | None = None
+
+    def rows(self, keep: np.ndarray) -> BatchRecord:
+        """The record of the rows where ``keep`` is true."""
+        index = np.flatnonzero(keep)
+        return BatchRecord([self.group_ids[i] for i in index], [self.streams[i] for i in index],
+                           self.is_anchor[index], self.rewards[index], self.scored[index], self.fusion_weights[index],
+                           self.w_anchor, None if self.in_flight is None else self.in_flight[index])
 
 
 def _world() -> tuple[int, int]:
@@ -186,7 +207,10 @@ class WMRLReward:
         num_generations: TRL's ``num_generations``: rows per group.
 
     After each call, :attr:`last` holds the call's :class:`BatchRecord` (for
-    :class:`WMRLGRPOTrainer`).
+    :class:`WMRLGRPOTrainer`). With asynchronous anchors (``WMRLGRPOTrainer(max_staleness=K)``
+    sets :attr:`hold_anchors` on training batches), a call answers its world-model groups at once,
+    submits its anchor groups' runs and returns None for their rows; :attr:`flight` holds the
+    submitted batch until the trainer takes it.
     """
 
     def __init__(self, core: ScoringCore, tasks: Iterable[Task], num_generations: int) -> None:
@@ -198,6 +222,9 @@ class WMRLReward:
         self.tasks = {t.id: t for t in tasks}
         self.num_generations = num_generations
         self.last: BatchRecord | None = None
+        self.hold_anchors = False
+        self.anchor_timeout_s: float | None = None
+        self.flight: InFlightAnchors | None = None
 
     def groups(self, completions: Sequence[Any], task_id: Sequence[str], prompt_uid: Sequence[str],
                step: int) -> list[CodeGroup]:
@@ -239,19 +266,33 @@ class WMRLReward:
         fused = core.fuse([g for part in gathered for g in part])
         return fused[offset:offset + len(groups)]
 
+    def submit(self, groups: Sequence[CodeGroup], step: int) -> list[ScoredGroup]:
+        """Asynchronous anchors (one process): the world-model groups fused now, the anchor groups'
+        runs submitted (:attr:`flight`) and scored provisionally until they land, in batch order."""
+        if self.flight is not None:
+            raise ConfigError("the previous batch's anchors in flight were never taken: asynchronous anchors need "
+                              "WMRLGRPOTrainer, which lands them")
+        now, self.flight = self.core.score_async(groups, tag=step, timeout_s=self.anchor_timeout_s)
+        held = {id(g) for g in self.flight.groups} if self.flight is not None else set()
+        answered, submitted = iter(now), iter(self.flight.scored if self.flight is not None else [])
+        return [next(submitted) if id(g) in held else next(answered) for g in groups]
+
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], completion_ids: Any = None, *,
                  task_id: Sequence[str], prompt_uid: Sequence[str], trainer_state: Any = None,
                  log_metric: Any = None, log_extra: Any = None, **_: Any) -> list[float | None]:
         """One reward per row, ``None`` for an infrastructure failure (TRL's reward-function signature)."""
         step = trainer_state.global_step if trainer_state is not None else 0
-        scored = self.score(self.groups(completions, task_id, prompt_uid, step))
+        groups = self.groups(completions, task_id, prompt_uid, step)
+        scored = self.submit(groups, step) if self.hold_anchors else self.score(groups)
         samples = [(g, s) for g in scored for s in g.samples]
+        in_flight = np.array([self.hold_anchors and g.stream == "anchor" for g, _ in samples], dtype=bool)
         rewards = np.array([r for g in scored for r in g.rewards], dtype=float)
+        rewards[in_flight] = np.nan
         self.last = BatchRecord(
             group_ids=[g.group_id for g, _ in samples], streams=[g.stream for g, _ in samples],
             is_anchor=np.array([g.stream == "anchor" for g, _ in samples], dtype=bool),
             rewards=rewards, scored=np.isfinite(rewards), fusion_weights=np.array([s.fusion_weight for _, s in samples]),
-            w_anchor=self.core.anchor_weight())
+            w_anchor=self.core.anchor_weight(), in_flight=in_flight)
         if log_metric is not None:
             for name, value in self.metrics(scored).items():
                 log_metric(name, value)
@@ -288,19 +329,52 @@ def _wmrl_reward(reward_funcs: Sequence[Any]) -> WMRLReward:
     return found[0]
 
 
+@dataclass
+class HeldAnchors:
+    """A training batch's anchor rows in flight: TRL's per-row tensors for them (with the policy's
+    log-probabilities at generation, ``old_per_token_logps``, for the loss's importance ratio) and
+    the core's record of their runs."""
+
+    step: int
+    flight: InFlightAnchors
+    rows: dict[str, torch.Tensor] = field(repr=False)
+
+
+#: Row tensors padded on the left (TRL left-pads prompts); every other 2-d row tensor is padded on the right.
+_LEFT_PADDED = ("prompt_ids", "prompt_mask")
+
+
 class WMRLGRPOTrainer(trl.GRPOTrainer):
     """TRL's ``GRPOTrainer`` with WMRL's inverse-variance anchor weight on the advantages.
 
     Takes ``GRPOTrainer``'s arguments; ``reward_funcs`` must hold one :class:`WMRLReward`.
 
+    Args:
+        max_staleness: 0 (the default) scores every training batch synchronously. ``K > 0`` turns
+            on asynchronous anchors: a batch's anchor groups are submitted and the step trains on
+            its world-model groups at once; an anchor batch trains at the first step after it lands
+            if it is at most ``K`` steps old (with the loss's importance ratio against the policy
+            that generated it), and is dropped past that. It calibrates when it lands either way.
+            The run's last step waits for every anchor (``docs/environments.md``).
+        anchor_timeout_s: With ``max_staleness > 0``: a run not back this many seconds after its
+            submission is an infrastructure failure (None: the sandbox's own limits).
+
+    After each generation batch, :attr:`last_batch` is the :class:`BatchRecord` of the rows it trains.
+
     Raises:
         TRLVersionError: The installed TRL is not a :data:`TESTED_TRL` release.
         ConfigError: The reward's ``num_generations`` differs from the config's, or a process's
-            generation batch is not whole groups.
+            generation batch is not whole groups, or asynchronous anchors meet a configuration
+            they do not support (:meth:`_check_asynchronous`).
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, max_staleness: int = 0, anchor_timeout_s: float | None = None,
+                 **kwargs: Any) -> None:
         check_trl_version()
+        if isinstance(max_staleness, bool) or not isinstance(max_staleness, int) or max_staleness < 0:
+            raise ConfigError(f"max_staleness must be an int >= 0, got {max_staleness!r}")
+        if anchor_timeout_s is not None and (not max_staleness or not anchor_timeout_s > 0):
+            raise ConfigError(f"anchor_timeout_s={anchor_timeout_s!r} needs max_staleness > 0 and must be > 0")
         super().__init__(*args, **kwargs)
         self.wmrl_reward = _wmrl_reward(self.reward_funcs)
         g = self.wmrl_reward.num_generations
@@ -312,15 +386,43 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
         if local % g:
             raise ConfigError(f"per_device_train_batch_size * steps_per_generation = {local} is not a multiple of "
                               f"num_generations={g}: a group would span two processes")
+        self.max_staleness = max_staleness
+        self.wmrl_reward.anchor_timeout_s = anchor_timeout_s
+        self.last_batch: BatchRecord | None = None
+        self._in_flight: deque[HeldAnchors] = deque()
+        if max_staleness:
+            self._check_asynchronous()
+
+    def _check_asynchronous(self) -> None:
+        """Asynchronous anchors change the batch's rows after TRL has built it; refuse what that would break."""
+        cfg = self.args
+        refusals = {
+            "several processes (each would land its runs at its own time and the calibrators would part)":
+                self.accelerator.num_processes > 1,
+            "another reward function beside WMRLReward (it would score rows that are held back)":
+                len(self.reward_funcs) != 1,
+            "steps_per_generation > 1 (TRL splits a generation batch into equal parts; landed rows change its size)":
+                cfg.steps_per_generation != 1,
+            f"scale_rewards={self.scale_rewards!r} (a landed group is normalised alone: use 'group' or 'none')":
+                self.scale_rewards not in ("group", "none"),
+            "use_vllm (its sampling-ratio correction is not carried for held rows yet)": bool(self.use_vllm),
+        }
+        refused = [reason for reason, applies in refusals.items() if applies]
+        if refused:
+            raise ConfigError("asynchronous anchors (max_staleness > 0) do not support " + "; ".join(refused))
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        self.wmrl_reward.hold_anchors = bool(self.max_staleness) and self.model.training
         output = super()._generate_and_score_completions(inputs)
         record = self.wmrl_reward.last
-        advantages = output["advantages"]
-        if record is None or len(record.streams) != advantages.shape[0]:
+        if record is None or len(record.streams) != output["advantages"].shape[0]:
             raise ConfigError("the WMRL reward did not score this batch (was it called with the batch's rows?)")
+        if self.wmrl_reward.hold_anchors:
+            output, record = self._hold_and_land(output, record)
+        advantages = output["advantages"]
         weights = self._anchor_weights(record).to(advantages.device, advantages.dtype)
         output["advantages"] = advantages * (weights if advantages.dim() == 1 else weights[:, None])
+        self.last_batch = record
         return output
 
     def _anchor_weights(self, record: BatchRecord) -> torch.Tensor:
@@ -335,6 +437,130 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
             weights[scored] = sample_weights(is_anchor[scored], record.w_anchor)
         start = self.accelerator.process_index * len(record.streams)
         return torch.as_tensor(weights[start:start + len(record.streams)], dtype=torch.float32)
+
+    # ------------------------------------------------------------------- asynchronous anchors
+
+    def _hold_and_land(self, output: dict[str, Any], record: BatchRecord) -> tuple[dict[str, Any], BatchRecord]:
+        """Hold this batch's anchor rows until their runs land; add the rows of earlier batches that
+        landed since, at most ``max_staleness`` steps old, with their advantages. A batch left with
+        no row waits for its anchors."""
+        step = self.state.global_step
+        n = output["advantages"].shape[0]
+        row_keys = [k for k, v in output.items() if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == n]
+        flight, self.wmrl_reward.flight = self.wmrl_reward.flight, None
+        if flight is not None:
+            held = torch.as_tensor(record.in_flight)
+            rows = {k: output[k][held] for k in row_keys}
+            if "old_per_token_logps" not in rows:
+                rows["old_per_token_logps"] = self._policy_logps(rows)
+            self._in_flight.append(HeldAnchors(step, flight, rows))
+            output = _with_item_count({k: v[~held] if k in row_keys else v for k, v in output.items()})
+            record = record.rows(~record.in_flight)
+        wait = step + 1 >= self.state.max_steps or not record.streams
+        landing = land_in_order(self._in_flight, lambda batch, block: self.wmrl_reward.core.land(batch.flight, block),
+                                step, self.max_staleness, wait=wait)
+        for name, value in landing.metrics().items():
+            if np.isfinite(value):
+                self._metrics["train"][name].append(value)
+        if not landing.trained:
+            return output, record
+        if "old_per_token_logps" not in output:  # the loss's ratio needs one for every row once a landed row has one
+            output["old_per_token_logps"] = self._policy_logps(output)
+        parts, records = [output], [record]
+        for batch, groups, _ in landing.trained:
+            rewards = np.array([r for g in groups for r in g.rewards], dtype=float)
+            parts.append({**batch.rows, "advantages": self._landed_advantages(rewards).to(output["advantages"])})
+            samples = [(g, s) for g in groups for s in g.samples]
+            records.append(BatchRecord(
+                [g.group_id for g, _ in samples], [g.stream for g, _ in samples], np.ones(len(samples), dtype=bool),
+                rewards, np.isfinite(rewards), np.array([s.fusion_weight for _, s in samples]), 0.0,
+                np.zeros(len(samples), dtype=bool)))
+        keys = dict.fromkeys([*row_keys, "old_per_token_logps"])
+        output = _with_item_count({**output, **_concat_rows(parts, keys, self.processing_class.pad_token_id)})
+        return output, _concat_records(records, self.wmrl_reward.core.anchor_weight())
+
+    @torch.no_grad()
+    def _policy_logps(self, rows: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The current policy's per-token log-probabilities of ``rows``' completions (what TRL's loss
+        takes as the ratio's reference when a batch has none)."""
+        completion_ids = rows["completion_ids"]
+        logps, _, _ = self._get_per_token_logps_and_entropies(
+            self.model, torch.cat([rows["prompt_ids"], completion_ids], dim=1),
+            torch.cat([rows["prompt_mask"], rows["completion_mask"]], dim=1), completion_ids.size(1),
+            batch_size=self.args.per_device_train_batch_size)
+        return logps
+
+    def _landed_advantages(self, rewards: np.ndarray) -> torch.Tensor:
+        """TRL's group advantages (its ``scale_rewards``) of landed rows, ``num_generations`` a group;
+        a row without a reward gets 0."""
+        from trl.trainer.utils import nanstd  # noqa: PLC0415 - with TRL, which the module already requires
+
+        grouped = torch.as_tensor(rewards, dtype=torch.float32).view(-1, self.wmrl_reward.num_generations)
+        grouped = grouped * self.reward_weights[0].item()
+        advantages = grouped - torch.nanmean(grouped, dim=1, keepdim=True)
+        if self.scale_rewards != "none":
+            advantages = advantages / (nanstd(grouped, dim=1, keepdim=True) + 1e-4)
+        return torch.nan_to_num(advantages.flatten(), nan=0.0)
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        super()._save_checkpoint(model, trial)
+        if self.max_staleness and self.args.should_save:
+            folder = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}"
+            torch.save([(b.step, b.flight, b.rows) for b in self._in_flight], folder / IN_FLIGHT_FILE)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        """TRL's ``train``; with asynchronous anchors, a resumed run submits again the anchor batches
+        its checkpoint had in flight, and anchors still in flight at the end land (they calibrate)."""
+        if self.max_staleness:
+            self._in_flight = deque(_load_in_flight(resume_from_checkpoint, self.args.output_dir))
+        result = super().train(resume_from_checkpoint, *args, **kwargs)
+        # No step is left to train them: a bound of -1 drops every batch after its landing has calibrated.
+        land_in_order(self._in_flight, lambda batch, block: self.wmrl_reward.core.land(batch.flight, block),
+                      self.state.global_step, max_staleness=-1, wait=True)
+        return result
+
+
+def _concat_rows(parts: Sequence[Mapping[str, torch.Tensor]], keys: Sequence[str], pad_id: int) -> dict[str, torch.Tensor]:
+    """Row tensors of several batches stacked, each 2-d one padded to the widest (prompts on the left)."""
+    merged = {}
+    for key in keys:
+        tensors = [part[key] for part in parts]
+        if tensors[0].dim() >= 2:
+            width = max(t.shape[1] for t in tensors)
+            value = pad_id if key.endswith("_ids") else 0
+            left = key in _LEFT_PADDED
+            tensors = [torch.nn.functional.pad(t, (width - t.shape[1], 0) if left else (0, width - t.shape[1]),
+                                               value=value) for t in tensors]
+        merged[key] = torch.cat([t.to(tensors[0].device) for t in tensors])
+    return merged
+
+
+def _with_item_count(output: dict[str, Any]) -> dict[str, Any]:
+    """``output`` with TRL's ``num_items_in_batch`` (the loss's token count) recounted for its rows (one process)."""
+    loss_mask = output["completion_mask"] * output.get("tool_mask", 1)
+    return {**output, "num_items_in_batch": loss_mask.sum().to(output["num_items_in_batch"])}
+
+
+def _concat_records(records: Sequence[BatchRecord], w_anchor: float) -> BatchRecord:
+    """One record for rows stacked in the order of ``records``, with the anchor weight after landing."""
+    return BatchRecord([i for r in records for i in r.group_ids], [s for r in records for s in r.streams],
+                       np.concatenate([r.is_anchor for r in records]), np.concatenate([r.rewards for r in records]),
+                       np.concatenate([r.scored for r in records]), np.concatenate([r.fusion_weights for r in records]),
+                       w_anchor, np.zeros(sum(len(r.streams) for r in records), dtype=bool))
+
+
+def _load_in_flight(resume_from_checkpoint: str | bool | None, output_dir: str | None) -> list[HeldAnchors]:
+    """The anchor batches a checkpoint had in flight (none when not resuming, or when the checkpoint
+    comes from a synchronous run)."""
+    if not resume_from_checkpoint:
+        return []
+    folder = (transformers.trainer_utils.get_last_checkpoint(output_dir) if resume_from_checkpoint is True
+              else resume_from_checkpoint)
+    path = Path(folder or "") / IN_FLIGHT_FILE
+    if folder is None or not path.is_file():
+        return []
+    # Our own checkpoint file (pickled records and tensors), written by _save_checkpoint.
+    return [HeldAnchors(step, flight, rows) for step, flight, rows in torch.load(path, weights_only=False)]
 
 
 # --------------------------------------------------------------------------- checkpoints

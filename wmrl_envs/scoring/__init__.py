@@ -16,7 +16,7 @@ from wmrl_envs.scoring.calibrators import shared_calibrator
 from wmrl_envs.scoring.code import CodeGroup, CodeScorer, extract_code
 from wmrl_envs.scoring.core import GroupScorer, ScoringCore
 from wmrl_envs.scoring.fusion import FusionConfig, anchor_weight, sample_weights
-from wmrl_envs.scoring.inflight import InFlightAnchors
+from wmrl_envs.scoring.inflight import InFlightAnchors, Landing, land_in_order
 from wmrl_envs.scoring.modes import REWARD_MODES, check_reward_mode, env_core
 from wmrl_envs.scoring.results import STREAMS, ScoredGroup, ScoreResult, bounded
 from wmrl_envs.scoring.schedule import AnchorSchedule, ConstantSchedule, HashSchedule, InformedSchedule, StepSchedule
@@ -33,11 +33,13 @@ __all__ = [
     "HashSchedule",
     "InFlightAnchors",
     "InformedSchedule",
+    "Landing",
     "ScoreResult",
     "ScoredGroup",
     "ScoringCore",
     "StepSchedule",
     "anchor_weight",
+    "land_in_order",
     "bounded",
     "check_reward_mode",
     "env_core",

@@ -17,10 +17,11 @@ infrastructure failure, never a reward.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Mapping
+from collections import deque
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from wmrl_envs.scoring.results import ScoredGroup
 
@@ -71,3 +72,62 @@ class InFlightAnchors:
     def __getstate__(self) -> dict[str, Any]:
         # Futures and the monotonic clock mean nothing in another process: the record is submitted again.
         return {**self.__dict__, "futures": None, "submitted_at": 0.0}
+
+
+class StepBatch(Protocol):
+    """A batch in flight as a trainer holds it: the step it was generated at."""
+
+    step: int
+
+
+@dataclass
+class Landing:
+    """What landed at one step (:func:`land_in_order`), each batch with its landed groups.
+
+    Attributes:
+        trained: Batches at most ``max_staleness`` steps old, with their groups and age: they train.
+        dropped: Batches that landed too stale to train (they still calibrated on landing).
+        in_flight: How many batches are still under way after this step.
+    """
+
+    trained: list[tuple[Any, Sequence[Any], int]] = field(default_factory=list)
+    dropped: list[tuple[Any, Sequence[Any]]] = field(default_factory=list)
+    in_flight: int = 0
+
+    @property
+    def landed(self) -> list[tuple[Any, Sequence[Any]]]:
+        """Every batch that landed at this step, oldest first."""
+        return sorted([(batch, groups) for batch, groups, _ in self.trained] + self.dropped,
+                      key=lambda pair: pair[0].step)
+
+    def metrics(self) -> dict[str, float]:
+        """``anchors/*``: batches in flight; groups landed and dropped as too stale; the trained groups' staleness."""
+        ages = [age for _, groups, age in self.trained for _ in groups]
+        return {"anchors/in_flight": float(self.in_flight),
+                "anchors/landed": float(sum(len(groups) for _, groups in self.landed)),
+                "anchors/staleness_mean": float(sum(ages) / len(ages)) if ages else float("nan"),
+                "anchors/staleness_max": float(max(ages)) if ages else float("nan"),
+                "anchors/dropped_stale": float(sum(len(groups) for _, groups in self.dropped))}
+
+
+def land_in_order(in_flight: deque, land: Callable[[Any, bool], Sequence[Any] | None], step: int,
+                  max_staleness: int, wait: bool = False) -> Landing:
+    """Land a trainer's batches in flight, oldest first, at step ``step``: a batch lands only after
+    every older one (so the calibrator learns in submission order), trains when at most
+    ``max_staleness`` steps old and is dropped past it. ``land(batch, wait)`` returns the batch's
+    landed groups, or None while its runs are under way; ``wait`` blocks until each lands (a run's
+    last step). Landed batches leave ``in_flight``."""
+    landing = Landing()
+    while in_flight:
+        oldest: StepBatch = in_flight[0]
+        groups = land(oldest, wait)
+        if groups is None:
+            break
+        in_flight.popleft()
+        age = step - oldest.step
+        if age <= max_staleness:
+            landing.trained.append((oldest, groups, age))
+        else:
+            landing.dropped.append((oldest, groups))
+    landing.in_flight = len(in_flight)
+    return landing
