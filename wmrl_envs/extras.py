@@ -28,6 +28,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "trl": ("trl", "datasets", "transformers", "accelerate", "torch"),
     "plots": ("matplotlib", "tensorboard"),
     "openenv": ("openenv", "fastapi", "uvicorn", "pydantic"),
+    "verifiers": ("verifiers", "datasets", "openai"),
     "dsbench": ("sktime",),
 }
 

@@ -10,25 +10,13 @@ wheel's package data (``wmrl_envs._assets``, ``wmrl_envs._leaderboards``).
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
-import subprocess
 import sys
 import zipfile
-from importlib import metadata
 from pathlib import Path
 
 import pytest
-
-import wmrl_envs
-from wmrl_envs.paths import wmrl_home
-
-CHECKOUT = Path(wmrl_envs.__file__).resolve().parents[1]
-CODE = ("wmrl_envs", "agents", "trainers")
-DATA = {"assets": "wmrl_envs/_assets", "leaderboards": "wmrl_envs/_leaderboards"}
-BUILD_INPUTS = ("pyproject.toml", "setup.py", "README.md", *CODE, *DATA)
-HIDDEN = ("PYTHONPATH", "VIRTUAL_ENV", "WMRL_ASSETS_DIR", "WMRL_LEADERBOARDS_DIR")
+from wheel_venv import CODE, DATA, copy_build_inputs, make_venv, run, wheel_env
 
 # The smallest MLE train task, like tests/integration/test_fused_env.py. The world model's static
 # head: the embedding head needs MiniLM from the `llm` extra, which this plain install leaves out.
@@ -53,12 +41,6 @@ print(json.dumps({"wmrl_envs": wmrl_envs.__file__, "assets": str(assets_dir()), 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 
-def run(cmd: list[str], timeout: float = 300, **kwargs) -> str:
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
-    assert done.returncode == 0, f"{cmd[:4]} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
-
-
 def expected_files(src: Path) -> set[str]:
     """Every module, and every data file under its package; bytecode caches are never shipped."""
     files = {p.relative_to(src).as_posix() for root in CODE for p in (src / root).rglob("*.py")}
@@ -68,34 +50,10 @@ def expected_files(src: Path) -> set[str]:
     return files
 
 
-def pins() -> str:
-    """This interpreter's versions, as pip constraints.
-
-    Generated tasks in the shared ``WMRL_HOME`` are keyed on the data packages' versions; the
-    same versions in the new venv reuse them instead of regenerating the suite there.
-    """
-    found: dict[str, str] = {}
-    for dist in metadata.distributions():
-        name = dist.metadata["Name"]
-        if name and name.lower() != "wmrl":
-            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), f"{name}=={dist.version}")
-    return "".join(f"{pin}\n" for pin in sorted(found.values()))
-
-
-def wheel_env() -> dict[str, str]:
-    """The session's environment, minus whatever could lead the new venv back to the checkout."""
-    env = {k: v for k, v in os.environ.items() if k not in HIDDEN}
-    env["WMRL_HOME"] = str(wmrl_home())  # the session's runtime venv and generated tasks
-    return env
-
-
 @pytest.fixture(scope="module")
 def src(tmp_path_factory) -> Path:
     # A copy, so a stale build/ in the checkout cannot leak into the wheel.
-    src = tmp_path_factory.mktemp("src")
-    for name in BUILD_INPUTS:
-        copy = shutil.copytree if (CHECKOUT / name).is_dir() else shutil.copy2
-        copy(CHECKOUT / name, src / name)
+    src = copy_build_inputs(tmp_path_factory.mktemp("src"))
     # What importing the data packages leaves in a checkout.
     (src / "assets" / "__pycache__").mkdir(exist_ok=True)
     (src / "assets" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"")
@@ -113,16 +71,7 @@ def wheel(src, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def venv(wheel, tmp_path_factory):
-    root = tmp_path_factory.mktemp("venv")
-    run([sys.executable, "-m", "venv", str(root)])
-    constraints = root / "constraints.txt"
-    constraints.write_text(pins())
-    pip = [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--no-input", "--disable-pip-version-check",
-           "-c", str(constraints)]
-    run([*pip, str(wheel)], timeout=600, env=wheel_env())
-    # DSBench's data package, the way scripts/setup.sh installs it (its pandas pin is too tight):
-    # every task lookup digests the DSBench suite too, and that digest names sktime's version.
-    run([*pip, "--no-deps", "sktime", "scikit-base"], env=wheel_env())
+    root = make_venv(tmp_path_factory.mktemp("venv"), [str(wheel)])
     yield root
     shutil.rmtree(root)  # about 600 MB, and pytest keeps the last three sessions' temp dirs
 

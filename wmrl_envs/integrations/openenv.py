@@ -42,23 +42,16 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import sys
-import threading
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
-from gymnasium.envs.registration import load_env_creator
 from gymnasium.error import ResetNeeded
 
 from wmrl_envs.errors import ConfigError, TaskNotFoundError, WMRLError, preview
 from wmrl_envs.extras import requires_extra
-from wmrl_envs.mle import MAX_ACTION_CHARS, MLEDojoEnv
-from wmrl_envs.scoring import ScoredGroup, ScoringCore
+from wmrl_envs.integrations.shared import DEFAULT_ENV, SharedEnvs, jsonable
+from wmrl_envs.mle import MAX_ACTION_CHARS
 from wmrl_envs.scoring.results import bounded
 
 with requires_extra("openenv", "the OpenEnv server"):
@@ -67,7 +60,6 @@ with requires_extra("openenv", "the OpenEnv server"):
     from openenv.core.env_server import Action, Environment, Observation, State, create_app
     from pydantic import Field, model_validator
 
-DEFAULT_ENV = "wmrl/MLEDojo-v0"
 #: Largest WebSocket message the server reads (bytes). A maximal response, JSON-escaped at six
 #: bytes a character, still fits; anything larger closes its own connection, not the server.
 MAX_MESSAGE_BYTES = 1 << 20
@@ -155,100 +147,12 @@ async def _user_error(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": message}, status_code=status)
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` as JSON data: numpy scalars as Python numbers, NaN and infinities as None."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-class SharedScoringCore(ScoringCore):
-    """A :class:`ScoringCore` that the sessions of one server share across threads.
-
-    :meth:`fuse` runs under a lock: every step's calibration, anchor pairs and anchor weight form
-    one indivisible update, so concurrent steps equal some serial order of them (the order of
-    their fuses). Raw scoring (world model, sandbox) stays concurrent.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._fuse_lock = threading.Lock()
-        self._fused = threading.local()
-
-    @classmethod
-    def of(cls, core: ScoringCore) -> SharedScoringCore:
-        """A shared core with ``core``'s schedule, calibrator, fusion settings, ``c`` and scorer."""
-        shared = cls(core.schedule, core.calibrator, core.fusion, debias=core.debias, denoise=core.denoise,
-                     measure_c=core.measure_c, scorer=core.scorer)
-        shared.c = core.c
-        return shared
-
-    def fuse(self, groups: Sequence[ScoredGroup]) -> list[ScoredGroup]:
-        with self._fuse_lock:
-            out = super().fuse(groups)
-            self._fused.pairs = self.calibrator.n_pairs
-        return out
-
-    def take_fused_pairs(self) -> int | None:
-        """The calibrator's pair count right after this thread's last fuse (None: no fuse since
-        the last call). A step fuses in its caller's thread, so this is that step's count."""
-        pairs, self._fused.pairs = getattr(self._fused, "pairs", None), None
-        return pairs
-
-
-def _code_env_class(env_id: str) -> type[MLEDojoEnv]:
-    try:
-        entry_point = gym.spec(env_id).entry_point
-    except gym.error.Error as exc:
-        raise ConfigError(f"unknown env id {env_id!r}: {exc}") from exc
-    env_cls = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
-    if not (isinstance(env_cls, type) and issubclass(env_cls, MLEDojoEnv)):
-        raise ConfigError(f"wmrl serve serves the text code envs (wmrl/MLEDojo-v0, wmrl/DSBench-v0), not {env_id!r}: "
-                          "an env whose action is a control vector per step is not served")
-    return env_cls
-
-
-@dataclass
-class WMRLServer:
-    """What every session of one server shares: the env class, its options and one scoring core.
+class WMRLServer(SharedEnvs):
+    """What every session of one server shares (:class:`SharedEnvs`), and its OpenEnv app.
 
     Build it with :meth:`build`, get the OpenEnv FastAPI app with :meth:`app`, and :meth:`close`
     it when the app stops (:func:`serve` does all three).
     """
-
-    env_id: str
-    env_cls: type[MLEDojoEnv]
-    options: dict[str, Any]
-    core: SharedScoringCore
-
-    @classmethod
-    def build(cls, env_id: str = DEFAULT_ENV, *, reward: str = "fused", split: str = "train",
-              task_ids: Sequence[str] | None = None, max_turns: int = 1, **scoring: Any) -> WMRLServer:
-        """Make the env once (every option of :class:`~wmrl_envs.mle.MLEDojoEnv` applies) and share its core.
-
-        ``scoring`` holds the env's scoring options (``executor``, ``workers``, ``world_model``,
-        ``anchor_fraction``, ``anchor_seed``, ``calibrator``, ``c``, ...). Without a
-        ``calibrator`` the core takes the env's default, the process-wide one of
-        ``"<suite>/<world model>"``: in a server process, the server's own.
-        """
-        env_cls = _code_env_class(env_id)
-        template = env_cls(reward=reward, split=split, task_ids=task_ids, max_turns=max_turns, **scoring)
-        core = SharedScoringCore.of(template.core)
-        if core.reward != "real":
-            # Load the world model now: the first sessions would otherwise race to build it.
-            _ = core.scorer.world_model
-        options = {"reward": reward, "split": split, "task_ids": list(template.task_ids), "max_turns": max_turns}
-        return cls(env_id, env_cls, options, core)
-
-    def make_env(self) -> MLEDojoEnv:
-        """A session's env: its own episode state, the server's core."""
-        return self.env_cls(core=self.core, **self.options)
 
     def app(self, max_sessions: int = 4):
         """The OpenEnv FastAPI app: ``/ws`` sessions (up to ``max_sessions`` at once), ``/health``,
@@ -262,19 +166,6 @@ class WMRLServer:
         for error in USER_ERRORS:
             app.add_exception_handler(error, _user_error)
         return app
-
-    def calibrator_report(self) -> dict[str, Any]:
-        """The shared calibrator's pairs (in the order they entered), η̂² and the anchor weight's ``c``."""
-        calibrator = self.core.calibrator
-        state = calibrator.state_dict()
-        return jsonable({"env_id": self.env_id, "reward": self.options["reward"],
-                         "n_pairs": len(state["wm_scores"]), "eta2": calibrator.eta2, "c": self.core.c,
-                         "wm_scores": state["wm_scores"], "real_scores": state["real_scores"],
-                         "task_ids": state["task_ids"]})
-
-    def close(self) -> None:
-        """Stop the shared sandbox pool (sessions never close the core; the server does, once)."""
-        self.core.close()
 
 
 class WMRLEnvironment(Environment[WMRLAction, WMRLObservation, WMRLState]):
