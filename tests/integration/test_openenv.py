@@ -37,6 +37,8 @@ openenv = pytest.importorskip("openenv", reason="the openenv extra: pip install 
 pytestmark = pytest.mark.openenv
 
 REPO = Path(__file__).resolve().parents[2]
+SPACE = REPO / "environments" / "wmrl_code"  # the OpenEnv Space package
+OPENENV = Path(sys.executable).with_name("openenv")
 TASK = "chemical-process-yield"  # the smallest train task: an anchor's run takes well under a second
 ANCHOR_FRACTION, ANCHOR_SEED = 0.5, 7
 ATOL = 1e-9
@@ -104,15 +106,19 @@ def post(url: str, body: dict) -> tuple[int, str]:
 class Server:
     """``python -m trainers.cli serve ...`` on a free loopback port; :meth:`stop` always ends it."""
 
-    def __init__(self, log_dir: Path, *args: str) -> None:
+    def __init__(self, log_dir: Path, *args: str, space: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.out, self.err = log_dir / "serve.out", log_dir / "serve.err"
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        env = {**os.environ, "OMP_NUM_THREADS": "1", **(space or {})}
+        if space is None:
+            argv, cwd = ["-m", "trainers.cli", "serve", "--port", str(self.port), "--max-sessions", "3",
+                         "--tasks", TASK, "--workers", "1", *args], REPO
+        else:  # the OpenEnv Space package's app, configured by its WMRL_* variables, from its own folder
+            argv, cwd = ["-m", "uvicorn", "server.app:app", "--port", str(self.port)], SPACE
+            env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])  # this checkout's wmrl
         with self.out.open("w") as out, self.err.open("w") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "trainers.cli", "serve", "--port", str(self.port), "--max-sessions", "3",
-                 "--tasks", TASK, "--workers", "1", *args], cwd=REPO, env=env, stdout=out, stderr=err)
+            self.proc = subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, stdout=out, stderr=err)
 
     def wait_ready(self, deadline_s: float = 300.0) -> None:
         # Poll /health until the server answers; a server that exits or never answers fails the test.
@@ -345,3 +351,48 @@ def test_serve_without_openenv_says_what_to_install():
     code = "import sys; sys.modules['openenv'] = None; from trainers.cli import main; sys.exit(main(['serve']))"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "wmrl: error:" in done.stderr and "pip install 'wmrl[openenv]'" in done.stderr
+
+
+def test_openenv_validate_accepts_the_space_package_offline():
+    done = subprocess.run([str(OPENENV), "validate", str(SPACE), "--json"], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    status = {r["check_id"]: r["status"] for r in report["results"]}
+    assert report["signature"] == "openenv.yaml" and status["static.manifest"] == "pass"
+    assert "fail" not in status.values() and report["verdict"] in ("pass", "warn"), status
+    # What a warning may be: the runtime checks, which build and run the Space's Docker image.
+    assert all(state in ("pass", "skip") for check, state in status.items() if not check.startswith("static.")), status
+
+
+def test_the_space_serves_passes_openenv_validate_url_and_its_client_scores_as_the_env(tmp_path):
+    server = Server(tmp_path, space={"WMRL_ENV": "wmrl/MLEDojo-v0", "WMRL_REWARD": "real", "WMRL_TASKS": TASK,
+                                     "WMRL_MAX_SESSIONS": "2"})
+    try:
+        server.wait_ready()
+        done = subprocess.run([str(OPENENV), "validate", "--url", server.url, "--json"], capture_output=True,
+                              text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        report = json.loads(done.stdout)
+        assert report["passed"] and report["summary"]["passed_count"] == report["summary"]["total_count"] > 0, report
+        assert get_json(server.url + "/metadata")["name"] == "wmrl/MLEDojo-v0"
+
+        sys.path.insert(0, str(SPACE.parent))
+        try:
+            from wmrl_code import WMRLAction, WmrlCodeEnv
+        finally:
+            sys.path.remove(str(SPACE.parent))
+        with WmrlCodeEnv(base_url=server.url, message_timeout_s=MESSAGE_TIMEOUT_S).sync() as client:
+            reset = client.reset(task_id=TASK, group_id=3)
+            result = client.step(WMRLAction(response=response(3)))
+            state = client.state()
+        assert reset.observation.text.startswith("# Task:")
+        assert state.task_id == TASK and state.step_count == 1
+    finally:
+        server.stop()
+    env = MLEDojoEnv(reward="real", task_ids=[TASK], workers=1)
+    env.reset(options={"task_id": TASK, "group_id": 3})
+    _, reward, *_ = env.step(response(3))
+    env.close()
+    assert result.done and result.observation.metadata["stream"] == "real"
+    assert result.reward == pytest.approx(reward, abs=ATOL) and reward > 0

@@ -48,6 +48,7 @@ from typing import Any
 
 from gymnasium.error import ResetNeeded
 
+import wmrl_envs
 from wmrl_envs.errors import ConfigError, TaskNotFoundError, WMRLError, preview
 from wmrl_envs.extras import requires_extra
 from wmrl_envs.integrations.shared import DEFAULT_ENV, SharedEnvs, jsonable
@@ -57,7 +58,10 @@ from wmrl_envs.scoring.results import bounded
 with requires_extra("openenv", "the OpenEnv server"):
     from fastapi import Request
     from fastapi.responses import JSONResponse
+    from openenv.core import EnvClient
+    from openenv.core.client_types import StepResult
     from openenv.core.env_server import Action, Environment, Observation, State, create_app
+    from openenv.core.env_server.types import EnvironmentMetadata
     from pydantic import Field, model_validator
 
 #: Largest WebSocket message the server reads (bytes). A maximal response, JSON-escaped at six
@@ -212,9 +216,44 @@ class WMRLEnvironment(Environment[WMRLAction, WMRLObservation, WMRLState]):
     def state(self) -> WMRLState:
         return self._state
 
+    def get_metadata(self) -> EnvironmentMetadata:
+        """``GET /metadata``: the env id, its reward mode and task count, and this package's version."""
+        options = self._server.options
+        return EnvironmentMetadata(
+            name=self._server.env_id, version=wmrl_envs.__version__,
+            description=f"WMRL {self._server.env_id}: {len(options['task_ids'])} {options['split']} ML-engineering "
+                        f"tasks; a response's script is scored by the {options['reward']!r} reward "
+                        "(real execution, a world model, or the world model with executed anchors)")
+
     def close(self) -> None:
         # The env's own close() would stop the shared core's sandbox pool under the other sessions.
         self._env = None
+
+
+class WMRLEnvClient(EnvClient[WMRLAction, WMRLObservation, WMRLState]):
+    """A typed OpenEnv client of a WMRL server (``GenericEnvClient`` works too, with dicts).
+
+    ::
+
+        with WMRLEnvClient(base_url="http://127.0.0.1:8000").sync() as env:
+            result = env.reset(task_id="wine-cultivar")
+            result = env.step(WMRLAction(response="```python\n...\n```"))
+            result.reward, result.observation.metadata["stream"]
+    """
+
+    def _step_payload(self, action: WMRLAction) -> dict[str, Any]:
+        return {"response": action.response}
+
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[WMRLObservation]:
+        data = payload.get("observation", {})
+        observation = WMRLObservation(text=data.get("text", ""), done=payload.get("done", False),
+                                      reward=payload.get("reward"),
+                                      metadata=payload.get("metadata", data.get("metadata", {})))
+        return StepResult(observation=observation, reward=payload.get("reward"), done=payload.get("done", False),
+                          metadata=payload.get("metadata"))
+
+    def _parse_state(self, payload: dict[str, Any]) -> WMRLState:
+        return WMRLState(**payload)
 
 
 def serve(env_id: str = DEFAULT_ENV, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = 4,

@@ -1,0 +1,1 @@
+"""The Space's server: the app of ``wmrl serve``."""
