@@ -170,10 +170,10 @@ class WMRLTrainer:
 
     def _collect_asynchronously(self, step: int) -> tuple[list[GroupOutcome], list[GroupOutcome], dict[str, float]]:
         """Asynchronous anchors: the step's other groups at once, its anchor groups submitted; the
-        steps whose anchors have landed since, oldest first (a later step's wait for an earlier
-        one's), train when at most ``max_staleness`` steps old and calibrate whenever they land. The
-        last step waits for every run. Returns what trains, what landed (for the infrastructure
-        count) and the flight's metrics."""
+        steps whose anchors have landed since, oldest first (:func:`land_in_order`: the step waits
+        for those ``max_staleness`` steps old), train and calibrate. The last step waits for every
+        run. Returns what trains, what landed (for the infrastructure count) and the flight's
+        metrics."""
         cfg = self.config.schedule
         task_ids, group_ids, _ = self.schedule(step)
         outcomes, pending = self.adapter.collect_async(self.policy, task_ids, group_ids, cfg.group_size,

@@ -158,9 +158,10 @@ class ScheduleConfig:
     inclusion_floor_share: float = field(default=0.25, metadata={
         "help": "informed anchors: every group's inclusion probability is at least this share of the mean"})
     max_staleness: int = field(default=0, metadata={
-        "help": "asynchronous anchors: a step submits its anchor groups' runs and goes on; a group trains when "
-                "it lands if at most this many steps old, and its pairs calibrate whenever it lands (0: every "
-                "step waits for its anchors)"})
+        "help": "asynchronous anchors: a step submits its anchor groups' runs and goes on; a group trains at "
+                "the first step after it lands, at most this many steps late (a step waits for the anchors of "
+                "the step this many before it), and its pairs calibrate when it lands (0: every step waits for "
+                "its own anchors)"})
     anchor_timeout_s: float | None = field(default=None, metadata={
         "help": "asynchronous anchors: seconds after its submission at which an anchor's run that has not "
                 "returned is an infrastructure failure (default: the sandbox's own limits end it)"})

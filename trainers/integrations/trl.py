@@ -37,7 +37,7 @@ The pieces and who owns what (``docs/architecture.md`` §2):
   submits a training batch's anchor groups and returns None for their rows; the trainer holds those
   rows (with the policy's log-probabilities at generation as ``old_per_token_logps``, so TRL's
   clipped ratio corrects for the policy having moved) and adds them, with TRL's group advantages,
-  to the first batch after they land, if at most ``K`` steps old (:func:`land_in_order`). A
+  to the first batch after they land, at most ``K`` steps late (:func:`land_in_order`). A
   checkpoint holds them (:data:`IN_FLIGHT_FILE`) and a resumed run submits them again.
 
 Several processes. Each process scores its own groups (its own executions and world-model
@@ -353,8 +353,9 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
         max_staleness: 0 (the default) scores every training batch synchronously. ``K > 0`` turns
             on asynchronous anchors: a batch's anchor groups are submitted and the step trains on
             its world-model groups at once; an anchor batch trains at the first step after it lands
-            if it is at most ``K`` steps old (with the loss's importance ratio against the policy
-            that generated it), and is dropped past that. It calibrates when it lands either way.
+            (with the loss's importance ratio against the policy that generated it), at most ``K``
+            steps late: a step waits for the batch of ``K`` steps before it. It calibrates when it
+            lands.
             The run's last step waits for every anchor (``docs/environments.md``).
         anchor_timeout_s: With ``max_staleness > 0``: a run not back this many seconds after its
             submission is an infrastructure failure (None: the sandbox's own limits).

@@ -86,13 +86,15 @@ class Landing:
 
     Attributes:
         trained: Batches at most ``max_staleness`` steps old, with their groups and age: they train.
-        dropped: Batches that landed too stale to train (they still calibrated on landing).
+        dropped: Batches that landed older than that (they still calibrated on landing).
         in_flight: How many batches are still under way after this step.
+        wait_s: Seconds the step waited for batches at the bound.
     """
 
     trained: list[tuple[Any, Sequence[Any], int]] = field(default_factory=list)
     dropped: list[tuple[Any, Sequence[Any]]] = field(default_factory=list)
     in_flight: int = 0
+    wait_s: float = 0.0
 
     @property
     def landed(self) -> list[tuple[Any, Sequence[Any]]]:
@@ -101,30 +103,42 @@ class Landing:
                       key=lambda pair: pair[0].step)
 
     def metrics(self) -> dict[str, float]:
-        """``anchors/*``: batches in flight; groups landed and dropped as too stale; the trained groups' staleness."""
+        """``anchors/*``: batches in flight; groups landed and dropped as too stale; the trained
+        groups' staleness; the seconds the step waited for the sandbox."""
         ages = [age for _, groups, age in self.trained for _ in groups]
         return {"anchors/in_flight": float(self.in_flight),
                 "anchors/landed": float(sum(len(groups) for _, groups in self.landed)),
                 "anchors/staleness_mean": float(sum(ages) / len(ages)) if ages else float("nan"),
                 "anchors/staleness_max": float(max(ages)) if ages else float("nan"),
-                "anchors/dropped_stale": float(sum(len(groups) for _, groups in self.dropped))}
+                "anchors/dropped_stale": float(sum(len(groups) for _, groups in self.dropped)),
+                "anchors/wait_s": self.wait_s}
 
 
 def land_in_order(in_flight: deque, land: Callable[[Any, bool], Sequence[Any] | None], step: int,
                   max_staleness: int, wait: bool = False) -> Landing:
-    """Land a trainer's batches in flight, oldest first, at step ``step``: a batch lands only after
-    every older one (so the calibrator learns in submission order), trains when at most
-    ``max_staleness`` steps old and is dropped past it. ``land(batch, wait)`` returns the batch's
-    landed groups, or None while its runs are under way; ``wait`` blocks until each lands (a run's
-    last step). Landed batches leave ``in_flight``."""
+    """Land a trainer's batches in flight, oldest first, at step ``step``.
+
+    A batch lands only after every older one, so the calibrator learns in submission order. One
+    that is ``max_staleness`` steps old is waited for: this step is the last it may train at, so
+    its anchors train at most that late and a sandbox slower than training slows the steps down
+    instead of wasting its runs (what the bounded staleness of asynchronous RL trainers does: they
+    pause generation). Younger batches land if their runs have returned, and train. A batch older
+    than the bound (one a resumed run submitted again) calibrates and is dropped. ``land(batch,
+    wait)`` returns the batch's landed groups, or None while its runs are under way; ``wait``
+    blocks for every batch (a run's last step). Landed batches leave ``in_flight``.
+    """
     landing = Landing()
     while in_flight:
         oldest: StepBatch = in_flight[0]
-        groups = land(oldest, wait)
+        age = step - oldest.step
+        block = wait or age >= max_staleness
+        started = time.perf_counter()
+        groups = land(oldest, block)
+        if block:
+            landing.wait_s += time.perf_counter() - started
         if groups is None:
             break
         in_flight.popleft()
-        age = step - oldest.step
         if age <= max_staleness:
             landing.trained.append((oldest, groups, age))
         else:
