@@ -288,6 +288,19 @@ def test_asynchronous_anchors_train_when_they_land_and_a_resume_loses_none(tasks
     fresh.close()
 
 
+def test_a_batch_of_anchors_only_waits_for_its_runs_and_trains_on_them(tasks, dataset, tmp_path):
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    trainer, core = make_trainer(tasks, dataset, 0, tmp_path / "run", AsyncRecordingTrainer, max_staleness=1)
+    core.schedule = HashSchedule(1.0, 0)  # every group an anchor: each step holds its whole batch
+    trainer.train()
+    # With nothing else to train on, each step waits for its own anchors (staleness 0).
+    assert [sorted(set(b.record.streams)) for b in trainer.batches] == [["anchor"]] * STEPS
+    assert [{gid[0] for gid in b.record.group_ids} for b in trainer.batches] == [{step} for step in range(STEPS)]
+    assert core.calibrator.n_pairs == STEPS * 2 * G
+    assert all(row["grad_norm"] > 0 for row in trainer.state.log_history if "grad_norm" in row)
+    core.close()
+
+
 @pytest.mark.parametrize(("change", "refusal"), [
     ({"steps_per_generation": 2, "per_device_train_batch_size": G}, "steps_per_generation"),
     ({"scale_rewards": "batch"}, "scale_rewards"),

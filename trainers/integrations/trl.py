@@ -485,6 +485,8 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
         """The current policy's per-token log-probabilities of ``rows``' completions (what TRL's loss
         takes as the ratio's reference when a batch has none)."""
         completion_ids = rows["completion_ids"]
+        if not len(completion_ids):  # every row of the batch was an anchor in flight
+            return torch.zeros(completion_ids.shape, dtype=torch.float32, device=completion_ids.device)
         logps, _, _ = self._get_per_token_logps_and_entropies(
             self.model, torch.cat([rows["prompt_ids"], completion_ids], dim=1),
             torch.cat([rows["prompt_mask"], rows["completion_mask"]], dim=1), completion_ids.size(1),
