@@ -90,6 +90,7 @@ from wmrl_envs.scoring import (
     InFlightAnchors,
     ScoredGroup,
     ScoringCore,
+    completion_text,
     extract_code,
     land_in_order,
     sample_weights,
@@ -147,13 +148,6 @@ def make_code_core(anchor_fraction: float = 0.1, seed: int = 0, world_model: Any
 
 
 # --------------------------------------------------------------------------- reward function
-
-
-def completion_text(completion: str | Sequence[Mapping[str, Any]]) -> str:
-    """The text of a TRL completion: a string, or (conversational) the assistant messages' contents."""
-    if isinstance(completion, str):
-        return completion
-    return "\n".join(str(m.get("content") or "") for m in completion if m.get("role", "assistant") == "assistant")
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from typing import Any
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.extras import requires_extra
 from wmrl_envs.integrations.shared import DEFAULT_ENV, SharedEnvs, jsonable
+from wmrl_envs.scoring import completion_text
 
 with requires_extra("verifiers", "the verifiers environment"):
     import verifiers as vf
@@ -93,7 +94,7 @@ class WMRLEnvironment(vf.MultiTurnEnv):
         """The model's turn is the env's step: its reward, info and feedback go into the state."""
         await super().add_trajectory_step(state, trajectory_step)
         env = state["wmrl_env"]
-        text = _content(trajectory_step["completion"])
+        text = completion_text(trajectory_step["completion"])
         feedback, reward, terminated, truncated, info = await asyncio.to_thread(env.step, text)
         trajectory_step["reward"] = float(reward)
         state["wmrl_return"] += float(reward)
@@ -134,19 +135,6 @@ class WMRLEnvironment(vf.MultiTurnEnv):
 def _info(row: dict[str, Any]) -> dict[str, Any]:
     info = row.get("info") or {}
     return json.loads(info) if isinstance(info, str) else dict(info)
-
-
-def _content(completion: Any) -> str:
-    """The text of a turn's completion: the assistant messages' contents."""
-    if isinstance(completion, str):
-        return completion
-    parts = []
-    for message in completion:
-        role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-        content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
-        if role in (None, "assistant") and content:
-            parts.append(str(content))
-    return "\n".join(parts)
 
 
 def _last(state: Any, key: str) -> Any:

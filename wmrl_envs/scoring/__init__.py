@@ -13,7 +13,7 @@ See ``docs/architecture.md`` for the data flow of one fused reward and one train
 """
 
 from wmrl_envs.scoring.calibrators import shared_calibrator
-from wmrl_envs.scoring.code import CodeGroup, CodeScorer, extract_code
+from wmrl_envs.scoring.code import CodeGroup, CodeScorer, completion_text, extract_code
 from wmrl_envs.scoring.core import GroupScorer, ScoringCore
 from wmrl_envs.scoring.fusion import FusionConfig, anchor_weight, sample_weights
 from wmrl_envs.scoring.inflight import InFlightAnchors, Landing, land_in_order
@@ -39,6 +39,7 @@ __all__ = [
     "ScoringCore",
     "StepSchedule",
     "anchor_weight",
+    "completion_text",
     "land_in_order",
     "bounded",
     "check_reward_mode",

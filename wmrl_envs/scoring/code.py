@@ -55,6 +55,19 @@ _FENCE = re.compile(r"```(?:python|py|python3)[ \t]*\r?\n(.*?)```", re.DOTALL | 
 NO_CODE = "no fenced ```python block found in the response"
 
 
+def completion_text(completion: Any) -> str:
+    """The text of a chat completion: a string, or the assistant messages' contents (dicts, or
+    message objects with ``role`` and ``content``), joined by newlines."""
+    if isinstance(completion, str):
+        return completion
+    parts = []
+    for message in completion:
+        fields = message if isinstance(message, dict) else vars(message)
+        if fields.get("role") in (None, "assistant") and fields.get("content"):
+            parts.append(str(fields["content"]))
+    return "\n".join(parts)
+
+
 def extract_code(response: str) -> str | None:
     """The last fenced Python block of an agent response, or None if there is none.
 
