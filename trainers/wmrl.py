@@ -170,9 +170,8 @@ class WMRLTrainer:
 
     def _collect_asynchronously(self, step: int) -> tuple[list[GroupOutcome], list[GroupOutcome], dict[str, float]]:
         """Asynchronous anchors: the step's other groups at once, its anchor groups submitted; the
-        steps whose anchors have landed since, oldest first (:func:`land_in_order`: the step waits
-        for those ``max_staleness`` steps old), train and calibrate. The last step waits for every
-        run. Returns what trains, what landed (for the infrastructure count) and the flight's
+        anchors of the step ``max_staleness`` before it land (:func:`land_in_order`: waited for if
+        need be), train and calibrate. The last step lands every batch. Returns what trains, what landed (for the infrastructure count) and the flight's
         metrics."""
         cfg = self.config.schedule
         task_ids, group_ids, _ = self.schedule(step)
@@ -182,8 +181,8 @@ class WMRLTrainer:
         if pending is not None:
             self._in_flight.append(pending)
 
-        def land(batch: PendingAnchors, wait: bool) -> list[GroupOutcome] | None:
-            return self.adapter.land(batch, self.ledger, self.core, wait=wait)
+        def land(batch: PendingAnchors) -> list[GroupOutcome]:
+            return self.adapter.land(batch, self.ledger, self.core, wait=True)
 
         landing = land_in_order(self._in_flight, land, step, cfg.max_staleness, wait=step + 1 >= self.config.steps)
         landed = []

@@ -159,8 +159,8 @@ class ScheduleConfig:
         "help": "informed anchors: every group's inclusion probability is at least this share of the mean"})
     max_staleness: int = field(default=0, metadata={
         "help": "asynchronous anchors: a step submits its anchor groups' runs and goes on; a group trains at "
-                "the first step after it lands, at most this many steps late (a step waits for the anchors of "
-                "the step this many before it), and its pairs calibrate when it lands (0: every step waits for "
+                "exactly this many steps later, when it lands (that step waits for its runs if need be, so a run "
+                "repeats whatever the machine's speed), and its pairs calibrate then (0: every step waits for "
                 "its own anchors)"})
     anchor_timeout_s: float | None = field(default=None, metadata={
         "help": "asynchronous anchors: seconds after its submission at which an anchor's run that has not "

@@ -123,7 +123,9 @@ def test_a_run_killed_with_anchors_in_flight_resumes_without_losing_or_repeating
     rows = anchor_rows(tmp_path)
     per_group = Counter(int(r["group_id"]) for r in rows)
     assert set(per_group) == scheduled and set(per_group.values()) == {2}  # every anchor once, none twice
-    assert all(int(r["landed_step"]) >= int(r["step"]) for r in rows)
+    # Every batch lands exactly 2 steps after its step (the bound), the last step landing the rest,
+    # whenever its runs returned: the run does not depend on the machine's timing.
+    assert {(int(r["step"]), int(r["landed_step"])) for r in rows} == {(0, 2), (1, 3), (2, 3), (3, 3)}
     assert resumed.calibrator.n_pairs == len(rows)
     staleness = [h["anchors/staleness_max"] for h in history if np.isfinite(h["anchors/staleness_max"])]
     assert staleness and max(staleness) <= 2

@@ -13,37 +13,50 @@ from wmrl_envs.scoring import land_in_order
 class Batch:
     step: int
     groups: list[str]
-    done: bool
 
 
-def land(batch: Batch, wait: bool) -> list[str] | None:
-    return batch.groups if batch.done or wait else None
+class Sandbox:
+    """Lands a batch as a blocking ``core.land`` does, and records which batches it was asked for."""
+
+    def __init__(self) -> None:
+        self.landed_steps: list[int] = []
+
+    def __call__(self, batch: Batch) -> list[str]:
+        self.landed_steps.append(batch.step)
+        return batch.groups
 
 
-def test_a_batch_lands_only_after_every_older_one():
-    in_flight = deque([Batch(0, ["a"], done=False), Batch(1, ["b", "c"], done=True)])
-    landing = land_in_order(in_flight, land, step=2, max_staleness=4)
-    assert landing.trained == [] and landing.dropped == [] and len(in_flight) == 2
+def test_a_batch_younger_than_the_bound_never_lands():
+    # Landing on arrival would make the step a batch trains at depend on the machine's timing.
+    sandbox = Sandbox()
+    in_flight = deque([Batch(1, ["a"]), Batch(2, ["b", "c"])])
+    landing = land_in_order(in_flight, sandbox, step=2, max_staleness=2)
+    assert sandbox.landed_steps == [] and landing.trained == [] and landing.dropped == [] and len(in_flight) == 2
     assert landing.metrics()["anchors/in_flight"] == 2 and math.isnan(landing.metrics()["anchors/staleness_mean"])
 
 
 def test_a_batch_at_the_bound_is_waited_for_and_trains():
-    waited = []
-
-    def recording(batch: Batch, wait: bool) -> list[str] | None:
-        waited.append((batch.step, wait))
-        return land(batch, wait)
-
-    in_flight = deque([Batch(1, ["a"], done=False), Batch(2, ["b"], done=False)])
-    landing = land_in_order(in_flight, recording, step=3, max_staleness=2)
-    assert waited == [(1, True), (2, False)]  # the batch 2 steps old is waited for; the younger one is not
+    sandbox = Sandbox()
+    in_flight = deque([Batch(1, ["a"]), Batch(2, ["b"])])
+    landing = land_in_order(in_flight, sandbox, step=3, max_staleness=2)
+    assert sandbox.landed_steps == [1]  # the batch 2 steps old is waited for; the younger one is left alone
     assert [(b.step, age) for b, _, age in landing.trained] == [(1, 2)] and landing.dropped == []
     assert landing.metrics()["anchors/staleness_max"] == 2 and landing.metrics()["anchors/in_flight"] == 1
 
 
+def test_every_batch_trains_at_exactly_the_bound_over_a_run():
+    sandbox, in_flight, ages = Sandbox(), deque(), []
+    for step in range(6):
+        in_flight.append(Batch(step, [f"g{step}"]))
+        landing = land_in_order(in_flight, sandbox, step=step, max_staleness=2, wait=step == 5)
+        ages += [(b.step, age) for b, _, age in landing.trained]
+    assert ages == [(0, 2), (1, 2), (2, 2), (3, 2), (4, 1), (5, 0)]  # the last step lands the rest
+    assert sandbox.landed_steps == [0, 1, 2, 3, 4, 5] and not in_flight
+
+
 def test_a_batch_older_than_the_bound_calibrates_and_is_dropped():
-    in_flight = deque([Batch(0, ["a"], True), Batch(2, ["b", "c"], True), Batch(3, ["d"], False)])
-    landing = land_in_order(in_flight, land, step=3, max_staleness=2)
+    in_flight = deque([Batch(0, ["a"]), Batch(2, ["b", "c"]), Batch(3, ["d"])])
+    landing = land_in_order(in_flight, Sandbox(), step=3, max_staleness=1)
     assert [b.step for b, _ in landing.dropped] == [0]
     assert [(b.step, age) for b, _, age in landing.trained] == [(2, 1)]
     assert [b.step for b, _ in landing.landed] == [0, 2]
@@ -54,7 +67,7 @@ def test_a_batch_older_than_the_bound_calibrates_and_is_dropped():
 
 
 def test_waiting_lands_everything():
-    in_flight = deque([Batch(4, ["a"], False), Batch(5, ["b"], False)])
-    landing = land_in_order(in_flight, land, step=5, max_staleness=0, wait=True)
+    in_flight = deque([Batch(4, ["a"]), Batch(5, ["b"])])
+    landing = land_in_order(in_flight, Sandbox(), step=5, max_staleness=0, wait=True)
     assert [(b.step, age) for b, _, age in landing.trained] == [(5, 0)] and not in_flight
     assert [b.step for b, _ in landing.dropped] == [4]

@@ -37,7 +37,7 @@ The pieces and who owns what (``docs/architecture.md`` §2):
   submits a training batch's anchor groups and returns None for their rows; the trainer holds those
   rows (with the policy's log-probabilities at generation as ``old_per_token_logps``, so TRL's
   clipped ratio corrects for the policy having moved) and adds them, with TRL's group advantages,
-  to the first batch after they land, at most ``K`` steps late (:func:`land_in_order`). A
+  to the batch ``K`` steps later, when they land (:func:`land_in_order`; the last step lands all). A
   checkpoint holds them (:data:`IN_FLIGHT_FILE`) and a resumed run submits them again.
 
 Several processes. Each process scores its own groups (its own executions and world-model
@@ -437,8 +437,8 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
 
     def _hold_and_land(self, output: dict[str, Any], record: BatchRecord) -> tuple[dict[str, Any], BatchRecord]:
         """Hold this batch's anchor rows until their runs land; add the rows of earlier batches that
-        landed since, at most ``max_staleness`` steps old, with their advantages. A batch left with
-        no row waits for its anchors."""
+        that land now, ``max_staleness`` steps old, with their advantages. A batch left with no row
+        waits for every batch in flight."""
         step = self.state.global_step
         n = output["advantages"].shape[0]
         row_keys = [k for k, v in output.items() if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == n]
@@ -452,7 +452,7 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
             output = _with_item_count({k: v[~held] if k in row_keys else v for k, v in output.items()})
             record = record.rows(~record.in_flight)
         wait = step + 1 >= self.state.max_steps or not record.streams
-        landing = land_in_order(self._in_flight, lambda batch, block: self.wmrl_reward.core.land(batch.flight, block),
+        landing = land_in_order(self._in_flight, lambda batch: self.wmrl_reward.core.land(batch.flight, wait=True),
                                 step, self.max_staleness, wait=wait)
         for name, value in landing.metrics().items():
             if np.isfinite(value):
@@ -512,7 +512,7 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
             self._in_flight = deque(_load_in_flight(resume_from_checkpoint, self.args.output_dir))
         result = super().train(resume_from_checkpoint, *args, **kwargs)
         # No step is left to train them: a bound of -1 drops every batch after its landing has calibrated.
-        land_in_order(self._in_flight, lambda batch, block: self.wmrl_reward.core.land(batch.flight, block),
+        land_in_order(self._in_flight, lambda batch: self.wmrl_reward.core.land(batch.flight, wait=True),
                       self.state.global_step, max_staleness=-1, wait=True)
         return result
 

@@ -114,30 +114,30 @@ class Landing:
                 "anchors/wait_s": self.wait_s}
 
 
-def land_in_order(in_flight: deque, land: Callable[[Any, bool], Sequence[Any] | None], step: int,
+def land_in_order(in_flight: deque, land: Callable[[Any], Sequence[Any]], step: int,
                   max_staleness: int, wait: bool = False) -> Landing:
     """Land a trainer's batches in flight, oldest first, at step ``step``.
 
-    A batch lands only after every older one, so the calibrator learns in submission order. One
-    that is ``max_staleness`` steps old is waited for: this step is the last it may train at, so
-    its anchors train at most that late and a sandbox slower than training slows the steps down
-    instead of wasting its runs (what the bounded staleness of asynchronous RL trainers does: they
-    pause generation). Younger batches land if their runs have returned, and train. A batch older
-    than the bound (one a resumed run submitted again) calibrates and is dropped. ``land(batch,
-    wait)`` returns the batch's landed groups, or None while its runs are under way; ``wait``
-    blocks for every batch (a run's last step). Landed batches leave ``in_flight``.
+    A batch lands when it is ``max_staleness`` steps old, never earlier, and the step waits for it
+    if its runs are still under way: so its anchors train exactly that late, whatever the
+    sandbox's speed, and a run is reproducible (a batch that landed as soon as its runs returned
+    would train at a step that depends on the machine's timing). A sandbox slower than training
+    slows the steps down instead of wasting its runs (what the bounded staleness of asynchronous
+    RL trainers does: they pause generation). Batches land in submission order, so the calibrator
+    learns in that order. A batch older than the bound (one a resumed run submitted again)
+    calibrates and is dropped. ``land(batch)`` blocks until the batch's runs returned (or timed
+    out) and returns its landed groups; ``wait`` lands every batch now (a run's last step). Landed
+    batches leave ``in_flight``.
     """
     landing = Landing()
     while in_flight:
         oldest: StepBatch = in_flight[0]
         age = step - oldest.step
-        block = wait or age >= max_staleness
-        started = time.perf_counter()
-        groups = land(oldest, block)
-        if block:
-            landing.wait_s += time.perf_counter() - started
-        if groups is None:
+        if not wait and age < max_staleness:
             break
+        started = time.perf_counter()
+        groups = land(oldest)
+        landing.wait_s += time.perf_counter() - started
         in_flight.popleft()
         if age <= max_staleness:
             landing.trained.append((oldest, groups, age))
