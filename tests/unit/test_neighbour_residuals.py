@@ -102,3 +102,65 @@ def test_another_task_or_shape_gets_no_correction_and_state_round_trips():
     resumed = NeighbourResiduals()
     resumed.load_state_dict(residuals.state_dict())
     assert resumed.correction("t", SCRIPT) == residuals.correction("t", SCRIPT)
+
+
+FOREST = ("from sklearn.ensemble import RandomForestRegressor\nmodel = RandomForestRegressor(n_estimators={n})\n"
+          "{extra}")
+
+
+def test_a_new_shape_falls_back_to_its_estimator_familys_residuals_on_the_task():
+    residuals = NeighbourResiduals()
+    residuals.record("t", FOREST.format(n=100, extra=""), 0.3, 0.7)
+    residuals.record("t", FOREST.format(n=100, extra="model.fit(X, y)\n"), 0.4, 0.6)
+    unseen_shape = FOREST.format(n=5, extra="import pandas as pd\n")
+    shift, n = residuals.correction("t", unseen_shape)
+    assert n == 2 and shift == pytest.approx(2 / (2 + DEFAULT_PRIOR_PAIRS) * 0.3)
+    assert residuals.correction("u", unseen_shape) == (0.0, 0)  # another task
+    boosting = "from sklearn.ensemble import HistGradientBoostingRegressor\nm = HistGradientBoostingRegressor()\n"
+    assert residuals.correction("t", boosting) == (0.0, 0)  # another family
+    # A shape with anchors of its own answers by them, not by its family's.
+    assert residuals.correction("t", FOREST.format(n=7, extra="")) == pytest.approx(
+        (1 / (1 + DEFAULT_PRIOR_PAIRS) * 0.4, 1))
+
+
+def test_family_corrections_reduce_the_error_of_family_biased_predictions_on_shapes_never_executed():
+    """A synthetic world model whose error is a per-(task, family) bias plus noise: after a few
+    anchors of each family on each task, predictions of shapes no anchor had are closer to the truth."""
+    rng = np.random.default_rng(5)
+    families = ["RandomForestRegressor", "ExtraTreesRegressor", "Ridge", "KNeighborsRegressor"]
+    tasks = [f"t{i}" for i in range(6)]
+    bias = {(t, f): rng.normal(0, 0.2) for t in tasks for f in families}
+
+    def script(family: str, variant: int) -> str:
+        return f"from sklearn import x\nmodel = {family}()\n" + "".join(f"step{j} = {j}\n" for j in range(variant))
+
+    residuals = NeighbourResiduals()
+    for t in tasks:
+        for f in families:
+            for variant in range(3):  # three executed shapes of each family on each task
+                real = 0.6 + 0.05 * rng.standard_normal()
+                residuals.record(t, script(f, variant), real - bias[t, f] + 0.03 * rng.standard_normal(), real)
+    raw_error, corrected_error = [], []
+    for t in tasks:
+        for f in families:
+            real = 0.6 + 0.05 * rng.standard_normal()
+            raw = real - bias[t, f] + 0.03 * rng.standard_normal()
+            shift, n = residuals.correction(t, script(f, 9))  # a shape never executed
+            assert n == 3
+            raw_error.append(abs(raw - real))
+            corrected_error.append(abs(raw + shift - real))
+    assert np.mean(corrected_error) < 0.5 * np.mean(raw_error)
+
+
+def test_family_residuals_round_trip_and_an_older_state_without_them_loads():
+    residuals = NeighbourResiduals()
+    residuals.record("t", FOREST.format(n=100, extra=""), 0.3, 0.7)
+    unseen_shape = FOREST.format(n=5, extra="import pandas as pd\n")
+    resumed = NeighbourResiduals()
+    resumed.load_state_dict(residuals.state_dict())
+    assert resumed.correction("t", unseen_shape) == residuals.correction("t", unseen_shape) != (0.0, 0)
+    older = {k: v for k, v in residuals.state_dict().items() if k != "families"}
+    from_older = NeighbourResiduals()
+    from_older.load_state_dict(older)
+    assert from_older.correction("t", unseen_shape) == (0.0, 0)
+    assert from_older.correction("t", FOREST.format(n=1, extra="")) == residuals.correction("t", FOREST.format(n=1, extra=""))

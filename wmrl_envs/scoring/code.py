@@ -103,7 +103,8 @@ class CodeScorer:
         reuse: Answer a world-model sample whose code this scorer already executed on its task
             with that outcome (:mod:`~wmrl_envs.scoring.experience`), before any world model.
         neighbours: Move a world-model prediction by the residuals the world model made on
-            executed anchors of the same task whose code differs from it only in numbers
+            executed anchors of the same task whose code differs from it only in numbers, or
+            failing those that fit the same estimator family
             (:class:`~wmrl_envs.scoring.experience.NeighbourResiduals`; ``decided_by="neighbours"``).
     """
 

@@ -16,8 +16,12 @@ prediction of that shape on that task moves by the neighbours' mean residual, sh
 0 by empirical Bayes (:func:`prior_pairs`): ``raw + n / (n + k) * mean``. The shrinkage ``k`` is
 the within-shape residual variance over the between-shape one, measured on the run's own anchors,
 so a world model whose errors are shared by a shape's variants is corrected nearly in full and one
-whose errors are noise is left alone. An anchor is corrected only from anchors of earlier
-batches, so the calibrator's pair for it stays out of sample.
+whose errors are noise is left alone. A script whose shape no anchor had falls back to the
+residuals of its estimator family on the task
+(:func:`~wmrl_envs.analysis.code_features.solution_family`: the forests, the boosting models, the
+linear ones, ...), shrunk the same way over families: a world model's error on a task is mostly
+its error on a kind of model there, whatever the code around it. An anchor is corrected only from
+anchors of earlier batches, so the calibrator's pair for it stays out of sample.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from wmrl_envs.analysis.code_features import solution_family
 from wmrl_envs.analysis.script import ScriptTable, code_key, shape_key
 from wmrl_envs.scoring.results import ScoreResult
 
@@ -119,12 +124,14 @@ def prior_pairs(summaries: list[ResidualSummary]) -> float:
 
 
 class NeighbourResiduals:
-    """The world model's residuals on executed anchors by ``(task id, shape key)``, and the
-    correction they give a new prediction of the same shape."""
+    """The world model's residuals on executed anchors by ``(task id, shape key)`` and by
+    ``(task id, estimator family)``, and the correction they give a new prediction: its shape's
+    on the task, or failing that its family's."""
 
     def __init__(self) -> None:
         self._shapes = ScriptTable(ResidualSummary, MAX_OUTCOMES)
-        self._prior_pairs: float | None = None  # measured lazily, reset by every record
+        self._families = ScriptTable(ResidualSummary, MAX_OUTCOMES)
+        self._prior_pairs: dict[str, float] = {}  # by level, measured lazily, reset by every record
 
     def __len__(self) -> int:
         return len(self._shapes)
@@ -134,31 +141,51 @@ class NeighbourResiduals:
         shape = shape_key(script)
         if shape is None or not (np.isfinite(wm_raw) and np.isfinite(real)):
             return
-        summary = self._shapes.get((task_id, shape)) or ResidualSummary()
-        summary.add(float(real) - float(wm_raw))
-        self._shapes.put((task_id, shape), summary)
-        self._prior_pairs = None
+        for table, key in ((self._shapes, shape), (self._families, solution_family(script))):
+            if key is None:  # no known estimator: a family of unknown models would lump anything
+                continue
+            summary = table.get((task_id, key)) or ResidualSummary()
+            summary.add(float(real) - float(wm_raw))
+            table.put((task_id, key), summary)
+        self._prior_pairs = {}
 
     @property
     def prior_pairs(self) -> float:
-        if self._prior_pairs is None:
-            self._prior_pairs = prior_pairs(list(self._shapes.values()))
-        return self._prior_pairs
+        """The shrinkage of a shape's mean residual (:func:`prior_pairs`)."""
+        return self._level_prior("shape", self._shapes)
+
+    @property
+    def family_prior_pairs(self) -> float:
+        """The shrinkage of an estimator family's mean residual on a task."""
+        return self._level_prior("family", self._families)
+
+    def _level_prior(self, level: str, table: ScriptTable) -> float:
+        if level not in self._prior_pairs:
+            self._prior_pairs[level] = prior_pairs(list(table.values()))
+        return self._prior_pairs[level]
 
     def correction(self, task_id: str, script: str) -> tuple[float, int]:
         """What to add to a raw prediction of ``script`` on the task, and the neighbours behind it
-        (0 and 0 when no script of its shape was executed there)."""
+        (0 and 0 when no script of its shape or family was executed there)."""
         if not len(self._shapes):  # nothing learned yet: no need to parse the script
             return 0.0, 0
         shape = shape_key(script)
-        summary = self._shapes.get((task_id, shape)) if shape is not None else None
-        if summary is None:
+        if shape is None:
             return 0.0, 0
-        return summary.n / (summary.n + self.prior_pairs) * summary.mean, summary.n
+        if (summary := self._shapes.get((task_id, shape))) is not None:
+            k = self.prior_pairs
+        elif (family := solution_family(script)) is not None and (summary := self._families.get((task_id, family))):
+            k = self.family_prior_pairs
+        else:
+            return 0.0, 0
+        return summary.n / (summary.n + k) * summary.mean, summary.n
 
     def state_dict(self) -> dict[str, Any]:
-        return {"format": _STATE_FORMAT, "shapes": self._shapes.rows()}
+        return {"format": _STATE_FORMAT, "shapes": self._shapes.rows(), "families": self._families.rows()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._shapes.load_rows(state["shapes"])
-        self._prior_pairs = None
+        # A checkpoint from before family residuals has none: they are learned from the next anchors.
+        self._families.load_rows(state.get("families", []))
+        self._prior_pairs = {}
+
