@@ -164,3 +164,15 @@ def test_family_residuals_round_trip_and_an_older_state_without_them_loads():
     from_older.load_state_dict(older)
     assert from_older.correction("t", unseen_shape) == (0.0, 0)
     assert from_older.correction("t", FOREST.format(n=1, extra="")) == residuals.correction("t", FOREST.format(n=1, extra=""))
+
+
+def test_a_failure_teaches_only_its_own_shape_and_a_predicted_failure_takes_no_family_residual():
+    residuals = NeighbourResiduals()
+    crashed = FOREST.format(n=100, extra="raise ValueError\n")
+    residuals.record("t", crashed, 0.7, 0.0, both_valid=False)  # a crash's residual is its own code's
+    assert residuals.correction("t", FOREST.format(n=5, extra="")) == (0.0, 0)
+    assert residuals.correction("t", crashed.replace("100", "9"))[1] == 1  # its shape still learns it
+    residuals.record("t", FOREST.format(n=100, extra=""), 0.3, 0.7)
+    unseen_shape = FOREST.format(n=5, extra="import pandas as pd\n")
+    assert residuals.correction("t", unseen_shape)[1] == 1
+    assert residuals.correction("t", unseen_shape, predicted_valid=False) == (0.0, 0)

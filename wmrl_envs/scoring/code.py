@@ -354,7 +354,7 @@ class CodeScorer:
     def _correct_by_neighbours(self, task: Task, script: str, sample: ScoreResult) -> None:
         """Move the raw prediction by its executed neighbours' residuals (the scoring core maps or
         clips it into the reward's range, as any raw score)."""
-        shift, n = self.residuals.correction(task.id, script)
+        shift, n = self.residuals.correction(task.id, script, predicted_valid=sample.status == outcome.VALID)
         if n == 0:
             return
         sample.wm_score_raw += shift
@@ -374,7 +374,8 @@ class CodeScorer:
         world model's residual against its raw score before any neighbour correction."""
         self.experience.record(task.id, script, sample)
         if uncorrected is not None and not sample.infra_failure and sample.real_score is not None:
-            self.residuals.record(task.id, script, uncorrected, sample.real_score)
+            self.residuals.record(task.id, script, uncorrected, sample.real_score,
+                                  both_valid=sample.status == outcome.VALID and sample.wm_status == outcome.VALID)
 
     def state_dict(self) -> dict[str, Any]:
         """What the run taught the scorer: its executed outcomes and its world model's state (if any)."""

@@ -16,8 +16,9 @@ prediction of that shape on that task moves by the neighbours' mean residual, sh
 0 by empirical Bayes (:func:`prior_pairs`): ``raw + n / (n + k) * mean``. The shrinkage ``k`` is
 the within-shape residual variance over the between-shape one, measured on the run's own anchors,
 so a world model whose errors are shared by a shape's variants is corrected nearly in full and one
-whose errors are noise is left alone. A script whose shape no anchor had falls back to the
-residuals of its estimator family on the task
+whose errors are noise is left alone. A prediction of a valid run whose shape no anchor had
+falls back to the residuals of its estimator family on the task (anchors that ran and were
+predicted valid)
 (:func:`~wmrl_envs.analysis.code_features.solution_family`: the forests, the boosting models, the
 linear ones, ...), shrunk the same way over families: a world model's error on a task is mostly
 its error on a kind of model there, whatever the code around it. An anchor is corrected only from
@@ -136,12 +137,16 @@ class NeighbourResiduals:
     def __len__(self) -> int:
         return len(self._shapes)
 
-    def record(self, task_id: str, script: str, wm_raw: float, real: float) -> None:
-        """Learn an executed anchor's residual from its world-model raw score (uncorrected)."""
+    def record(self, task_id: str, script: str, wm_raw: float, real: float, both_valid: bool = True) -> None:
+        """Learn an executed anchor's residual from its world-model raw score (uncorrected).
+        ``both_valid``: the anchor ran valid and was predicted valid; only such a residual is a
+        valid score's error, which is what its family's other codes share (a failure is its own
+        code's)."""
         shape = shape_key(script)
         if shape is None or not (np.isfinite(wm_raw) and np.isfinite(real)):
             return
-        for table, key in ((self._shapes, shape), (self._families, solution_family(script))):
+        family = solution_family(script) if both_valid else None
+        for table, key in ((self._shapes, shape), (self._families, family)):
             if key is None:  # no known estimator: a family of unknown models would lump anything
                 continue
             summary = table.get((task_id, key)) or ResidualSummary()
@@ -164,9 +169,10 @@ class NeighbourResiduals:
             self._prior_pairs[level] = prior_pairs(list(table.values()))
         return self._prior_pairs[level]
 
-    def correction(self, task_id: str, script: str) -> tuple[float, int]:
+    def correction(self, task_id: str, script: str, predicted_valid: bool = True) -> tuple[float, int]:
         """What to add to a raw prediction of ``script`` on the task, and the neighbours behind it
-        (0 and 0 when no script of its shape or family was executed there)."""
+        (0 and 0 when no script of its shape, or for a prediction of a valid run of its family,
+        was executed there)."""
         if not len(self._shapes):  # nothing learned yet: no need to parse the script
             return 0.0, 0
         shape = shape_key(script)
@@ -174,7 +180,8 @@ class NeighbourResiduals:
             return 0.0, 0
         if (summary := self._shapes.get((task_id, shape))) is not None:
             k = self.prior_pairs
-        elif (family := solution_family(script)) is not None and (summary := self._families.get((task_id, family))):
+        elif predicted_valid and (family := solution_family(script)) is not None and (
+                summary := self._families.get((task_id, family))):
             k = self.family_prior_pairs
         else:
             return 0.0, 0
