@@ -77,15 +77,22 @@ def test_corrections_reduce_the_error_of_shape_biased_predictions():
         for variant in range(2):  # two executed anchors of each shape
             real = 0.5 + 0.05 * rng.standard_normal()
             residuals.record("t", scripts[s][variant], real - bias[s], real)
+    raw_error, corrected_error = prediction_errors(residuals, [("t", scripts[s][3], bias[s]) for s in range(30)], rng, 2)
+    assert corrected_error < 0.5 * raw_error
+
+
+def prediction_errors(residuals: NeighbourResiduals, cases, rng, neighbours: int) -> tuple[float, float]:
+    """Mean absolute error of raw and corrected predictions of ``(task, script, bias)`` cases by a
+    world model whose error is ``bias`` plus noise; each must have ``neighbours`` executed ones."""
     raw_error, corrected_error = [], []
-    for s in range(30):
+    for task_id, script, bias in cases:
         real = 0.5 + 0.05 * rng.standard_normal()
-        raw = real - bias[s] + 0.02 * rng.standard_normal()
-        shift, n = residuals.correction("t", scripts[s][3])
-        assert n == 2
+        raw = real - bias + 0.02 * rng.standard_normal()
+        shift, n = residuals.correction(task_id, script)
+        assert n == neighbours
         raw_error.append(abs(raw - real))
         corrected_error.append(abs(raw + shift - real))
-    assert np.mean(corrected_error) < 0.5 * np.mean(raw_error)
+    return float(np.mean(raw_error)), float(np.mean(corrected_error))
 
 
 def test_another_task_or_shape_gets_no_correction_and_state_round_trips():
@@ -140,16 +147,9 @@ def test_family_corrections_reduce_the_error_of_family_biased_predictions_on_sha
             for variant in range(3):  # three executed shapes of each family on each task
                 real = 0.6 + 0.05 * rng.standard_normal()
                 residuals.record(t, script(f, variant), real - bias[t, f] + 0.03 * rng.standard_normal(), real)
-    raw_error, corrected_error = [], []
-    for t in tasks:
-        for f in families:
-            real = 0.6 + 0.05 * rng.standard_normal()
-            raw = real - bias[t, f] + 0.03 * rng.standard_normal()
-            shift, n = residuals.correction(t, script(f, 9))  # a shape never executed
-            assert n == 3
-            raw_error.append(abs(raw - real))
-            corrected_error.append(abs(raw + shift - real))
-    assert np.mean(corrected_error) < 0.5 * np.mean(raw_error)
+    never_executed = [(t, script(f, 9), bias[t, f]) for t in tasks for f in families]
+    raw_error, corrected_error = prediction_errors(residuals, never_executed, rng, 3)
+    assert corrected_error < 0.5 * raw_error
 
 
 def test_family_residuals_round_trip_and_an_older_state_without_them_loads():
