@@ -90,7 +90,8 @@ def test_a_task_without_a_training_table_cannot_be_sampled(task, tmp_path):
 
 
 @pytest.mark.parametrize("bad", [{"fraction": 0}, {"min_train_rows": 0}, {"run": "sometimes"},
-                                 {"uncertain_band": (0.9, 0.1)}, {"wall_share": 2}])
+                                 {"uncertain_band": (0.9, 0.1)}, {"wall_share": 2}, {"max_cost_share": 0},
+                                 {"max_cost_share": 1.5}])
 def test_bad_settings_are_refused(bad):
     with pytest.raises(ConfigError):
         SampleRunConfig(**bad)
@@ -127,6 +128,36 @@ def test_the_never_rule_is_the_base_world_model(task, head, tmp_path):
     base = make_world_model("surrogate")
     assert [p.score for p in model.predict([task], [VALID])] == [p.score for p in base.predict([task], [VALID])]
     assert model.predict([task], [VALID])[0].stage == "world_model"
+
+
+@pytest.mark.parametrize("max_cost_share, runs", [(1.0, True), (0.001, False)])
+def test_the_cost_rule_runs_samples_once_anchors_show_a_full_run_costs_enough_more(task, tmp_path, max_cost_share,
+                                                                                    runs):
+    """Before any anchor of the task ran, the base model answers; after one, a sample runs where
+    the sample's measured cost (here the head's 0.05 CPU-s before its first run) is at most the
+    share of the anchor's. A python process fitting a model costs more than 0.05 CPU-s and far
+    less than 50: share 1 runs samples, share 0.001 never does. A resumed model decides the same."""
+    head = SampleRunHead(measured={"sample_cpu_s_median": 0.05})
+    model = SampleRunWorldModel(head=head, samples_root=tmp_path, config={"run": "cost", "max_cost_share": max_cost_share})
+    scorer = CodeScorer(model, neighbours=False)  # neighbours would move (and rename) the stage after an anchor
+    other_numbers = VALID.replace("max_iter=500", "max_iter=300")
+    try:
+        before = scorer.score([CodeGroup(task, [VALID], "w0")], ["world_model"])[0].samples[0]
+        anchor = scorer.score([CodeGroup(task, [other_numbers], "a")], ["anchor"])[0].samples[0]
+        assert model.sample_cost_share(task.id) == pytest.approx(0.05 / anchor.cost["execution_cpu_s"])
+        after = scorer.score([CodeGroup(task, [SMALL_DATA_ERROR], "w1")], ["world_model"])[0].samples[0]
+    finally:
+        scorer.close()
+    assert before.decided_by == "world_model" and anchor.executed
+    assert after.decided_by == ("sample_run" if runs else "world_model")
+    cpu = model.state_dict()["cpu"][task.id]
+    assert cpu["full"] == [anchor.cost["execution_cpu_s"]] and len(cpu.get("sample", [])) == int(runs)
+    if runs:  # from its first sample run on, the task's own sample cost stands for the head's
+        assert 0 < cpu["sample"][0] <= after.cost["world_model_cpu_s"]
+        assert model.sample_cost_share(task.id) == cpu["sample"][0] / cpu["full"][0]
+    resumed = SampleRunWorldModel(head=head, samples_root=tmp_path, config=model.config)
+    resumed.load_state_dict(model.state_dict())
+    assert resumed.sample_cost_share(task.id) == model.sample_cost_share(task.id)
 
 
 def test_an_anchor_whose_sample_run_failed_exactly_is_not_run_again(task, head, tmp_path):

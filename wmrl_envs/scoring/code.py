@@ -28,6 +28,7 @@ proof and a world-model estimate.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 import time
@@ -373,6 +374,9 @@ class CodeScorer:
         """What an executed sample teaches: its outcome under its code, and (for an anchor) the
         world model's residual against its raw score before any neighbour correction."""
         self.experience.record(task.id, script, sample)
+        observe = getattr(self._world_model, "observe_execution", None)  # a world model that prices its own runs
+        if observe is not None and sample.executed and not sample.infra_failure:
+            observe(task.id, sample.cost.get("execution_cpu_s", math.nan))
         if uncorrected is not None and not sample.infra_failure and sample.real_score is not None:
             self.residuals.record(task.id, script, uncorrected, sample.real_score,
                                   both_valid=sample.status == outcome.VALID and sample.wm_status == outcome.VALID)

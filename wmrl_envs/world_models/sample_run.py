@@ -17,7 +17,8 @@ that can:
    task's sample: its outcome is memoised and reused at no cost (a training policy repeats
    itself);
 3. **world_model**: the base model's estimate (``surrogate`` by default), where the schedule
-   (:attr:`SampleRunConfig.run`) does not run the sample or the sample run could not start.
+   (:attr:`SampleRunConfig.run`) does not run the sample (under ``run="cost"``: on a task whose
+   anchors show that a sample run costs too much of a full run) or the sample run could not start.
 
 A sample run's CPU is the world model's cost (:attr:`Prediction.cpu_s`). The no-execution
 world model stays available by its own name.
@@ -31,8 +32,10 @@ import logging
 import math
 import os
 import shutil
+import statistics
 import tempfile
 import threading
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -54,8 +57,12 @@ from wmrl_envs.world_models.base import Prediction, WorldModel, make_world_model
 log = logging.getLogger(__name__)
 
 #: When a script runs on the sample: ``always`` (unless proved or already run), ``uncertain``
-#: (only where the base model is unsure, :attr:`SampleRunConfig.uncertain_band`), ``never``.
-RUN_RULES = ("always", "uncertain", "never")
+#: (only where the base model is unsure, :attr:`SampleRunConfig.uncertain_band`), ``cost`` (only
+#: on tasks where a sample run is measured to cost little against a full run,
+#: :attr:`SampleRunConfig.max_cost_share`), ``never``.
+RUN_RULES = ("always", "uncertain", "cost", "never")
+#: CPU-seconds of the latest runs kept per task and kind (full, sample) for ``run="cost"``.
+CPU_HISTORY = 64
 HEAD_FORMAT = 1
 #: Memoised outcomes kept per model (oldest dropped first).
 MEMO_ENTRIES = 100_000
@@ -85,6 +92,15 @@ class SampleRunConfig:
         run: When a script runs on the sample (:data:`RUN_RULES`).
         uncertain_band: Under ``run="uncertain"``, a script runs when the base model's
             ``P(valid)`` lies in this closed interval; outside it the base model answers.
+        max_cost_share: Under ``run="cost"``, a task's scripts run on its sample only once a
+            sample run there costs at most this share of a full run: the median CPU-seconds of
+            its sample runs (before the first, the head's measured median over the corpora, or
+            0 for a head without one: the first sample run measures it) over
+            the median of its executed runs (the anchors'). Before any run of the task was
+            executed, and on tasks where the sample costs more, the base model answers. With an
+            executed share ``e``, sample runs then cost at most about ``share x (1 - e) / e`` of
+            the executions. A decision read from measured CPU: runs on a task near the threshold
+            may decide differently from one run to the next.
         seed: Seed of the row sample (the sample of a task is the same for every script).
         workers: Parallel sample runs (default: one per core).
     """
@@ -96,6 +112,7 @@ class SampleRunConfig:
     min_wall_s: float = 15.0
     run: str = "always"
     uncertain_band: tuple[float, float] = (0.05, 0.95)
+    max_cost_share: float = 0.25
     seed: int = 0
     workers: int | None = None
 
@@ -115,6 +132,8 @@ class SampleRunConfig:
         if not 0.0 <= lo <= hi <= 1.0:
             raise ConfigError(f"SampleRunConfig.uncertain_band must be 0 <= lo <= hi <= 1, got {self.uncertain_band!r}")
         object.__setattr__(self, "uncertain_band", (float(lo), float(hi)))
+        if not 0.0 < self.max_cost_share <= 1.0:
+            raise ConfigError(f"SampleRunConfig.max_cost_share must be in (0, 1], got {self.max_cost_share!r}")
         if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
             raise ConfigError(f"SampleRunConfig.workers must be a positive integer or None, got {self.workers!r}")
 
@@ -379,6 +398,8 @@ class SampleRunWorldModel:
         self.samples_root = Path(samples_root) if samples_root is not None else None
         self._memo = ScriptTable(SampleOutcome, MEMO_ENTRIES)
         self._views: dict[str, SampleView | None] = {}
+        # CPU-seconds of the latest full and sample runs by task: what ``run="cost"`` decides by.
+        self._cpu: dict[str, dict[str, deque[float]]] = {}
         self._pool: ExecutorPool | None = None
         self._lock = threading.Lock()
 
@@ -405,11 +426,37 @@ class SampleRunWorldModel:
             self._pool = None
 
     def state_dict(self) -> dict[str, Any]:
-        """The memoised sample runs, so that a resumed run does not run them again."""
-        return {"format": HEAD_FORMAT, "memo": self._memo.rows()}
+        """The memoised sample runs, so that a resumed run does not run them again, and the runs'
+        CPU by task, so that it decides as the run would have."""
+        return {"format": HEAD_FORMAT, "memo": self._memo.rows(),
+                "cpu": {task: {kind: list(values) for kind, values in kinds.items()} for task, kinds in self._cpu.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._memo.load_rows(state["memo"])
+        self._cpu = {}
+        for task_id, kinds in state.get("cpu", {}).items():  # a state from before the cost rule has none
+            for kind, values in kinds.items():
+                for cpu_s in values:
+                    self._record_cpu(task_id, kind, cpu_s)
+
+    def observe_execution(self, task_id: str, cpu_s: float) -> None:
+        """A full run of a script on the task was executed (an anchor) and cost ``cpu_s``."""
+        self._record_cpu(task_id, "full", cpu_s)
+
+    def _record_cpu(self, task_id: str, kind: str, cpu_s: float) -> None:
+        if math.isfinite(cpu_s) and cpu_s > 0:
+            self._cpu.setdefault(task_id, {}).setdefault(kind, deque(maxlen=CPU_HISTORY)).append(float(cpu_s))
+
+    def sample_cost_share(self, task_id: str) -> float | None:
+        """A sample run's CPU over a full run's on the task, as measured (medians); None before
+        any full run of it was executed. Before its first sample run, the head's measured median
+        (over the corpora) stands for the sample's."""
+        kinds = self._cpu.get(task_id, {})
+        if not kinds.get("full"):
+            return None
+        sample = statistics.median(kinds["sample"]) if kinds.get("sample") else self.head.measured.get(
+            "sample_cpu_s_median", 0.0)
+        return float(sample) / statistics.median(kinds["full"])
 
     def view(self, task: Task) -> SampleView | None:
         """The task's sample; None (and one warning) for a task that has no training table."""
@@ -421,12 +468,15 @@ class SampleRunWorldModel:
                 self._views[task.id] = None
         return self._views[task.id]
 
-    def wants_run(self, prediction: Prediction) -> bool:
-        """Whether the schedule runs a script the base model answered with ``prediction``."""
+    def wants_run(self, prediction: Prediction, task_id: str) -> bool:
+        """Whether the schedule runs a script the base model answered with ``prediction`` on the task."""
         if prediction.proved or not prediction.parsed or self.config.run == "never":
             return False
         if self.config.run == "always":
             return True
+        if self.config.run == "cost":
+            share = self.sample_cost_share(task_id)
+            return share is not None and share <= self.config.max_cost_share
         lo, hi = self.config.uncertain_band
         return lo <= prediction.p_valid <= hi
 
@@ -437,7 +487,7 @@ class SampleRunWorldModel:
         out = list(base)
         pending: dict[tuple[str, str], list[int]] = {}
         for i, (task, script, prediction) in enumerate(zip(tasks, scripts, base)):
-            if not self.wants_run(prediction):
+            if not self.wants_run(prediction, task.id):
                 continue
             key = (task.id, code_key(script))
             if (known := self._memo.get(key, touch=True)) is not None:
@@ -451,6 +501,7 @@ class SampleRunWorldModel:
                 if result is None:  # the sandbox could not run it: the base model's estimate stands
                     continue
                 self._memo.put(key, result)
+                self._record_cpu(key[0], "sample", result.cpu_s)
                 for n, i in enumerate(positions):
                     out[i] = self._combine(base[i], result, charged=n == 0)
         return out
