@@ -3,6 +3,7 @@ what the scoring core does with its answers (wmrl_envs/world_models/sample_run.p
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -136,7 +137,9 @@ def test_the_cost_rule_runs_samples_once_anchors_show_a_full_run_costs_enough_mo
     """Before any anchor of the task ran, the base model answers; after one, a sample runs where
     the sample's measured cost (here the head's 0.05 CPU-s before its first run) is at most the
     share of the anchor's. A python process fitting a model costs more than 0.05 CPU-s and far
-    less than 50: share 1 runs samples, share 0.001 never does. A resumed model decides the same."""
+    less than 50: share 1 runs samples, share 0.001 never does. The task's first sample run
+    measures its cost before another runs; a sample that fails early costs less than a full fit,
+    so share 1 then runs the rest. A resumed model decides the same."""
     head = SampleRunHead(measured={"sample_cpu_s_median": 0.05})
     model = SampleRunWorldModel(head=head, samples_root=tmp_path, config={"run": "cost", "max_cost_share": max_cost_share})
     scorer = CodeScorer(model, neighbours=False)  # neighbours would move (and rename) the stage after an anchor
@@ -145,16 +148,17 @@ def test_the_cost_rule_runs_samples_once_anchors_show_a_full_run_costs_enough_mo
         before = scorer.score([CodeGroup(task, [VALID], "w0")], ["world_model"])[0].samples[0]
         anchor = scorer.score([CodeGroup(task, [other_numbers], "a")], ["anchor"])[0].samples[0]
         assert model.sample_cost_share(task.id) == pytest.approx(0.05 / anchor.cost["execution_cpu_s"])
-        after = scorer.score([CodeGroup(task, [SMALL_DATA_ERROR], "w1")], ["world_model"])[0].samples[0]
+        after, waiting = scorer.score([CodeGroup(task, [SMALL_DATA_ERROR, VALID], "w1")], ["world_model"])[0].samples
+        later = scorer.score([CodeGroup(task, [VALID], "w2")], ["world_model"])[0].samples[0]
     finally:
         scorer.close()
-    assert before.decided_by == "world_model" and anchor.executed
-    assert after.decided_by == ("sample_run" if runs else "world_model")
+    assert before.decided_by == waiting.decided_by == "world_model" and anchor.executed
+    assert after.decided_by == later.decided_by == ("sample_run" if runs else "world_model")
     cpu = model.state_dict()["cpu"][task.id]
-    assert cpu["full"] == [anchor.cost["execution_cpu_s"]] and len(cpu.get("sample", [])) == int(runs)
+    assert cpu["full"] == [anchor.cost["execution_cpu_s"]] and len(cpu.get("sample", [])) == 2 * int(runs)
     if runs:  # from its first sample run on, the task's own sample cost stands for the head's
         assert 0 < cpu["sample"][0] <= after.cost["world_model_cpu_s"]
-        assert model.sample_cost_share(task.id) == cpu["sample"][0] / cpu["full"][0]
+        assert model.sample_cost_share(task.id) == np.median(cpu["sample"]) / cpu["full"][0]
     resumed = SampleRunWorldModel(head=head, samples_root=tmp_path, config=model.config)
     resumed.load_state_dict(model.state_dict())
     assert resumed.sample_cost_share(task.id) == model.sample_cost_share(task.id)

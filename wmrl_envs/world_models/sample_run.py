@@ -468,6 +468,13 @@ class SampleRunWorldModel:
                 self._views[task.id] = None
         return self._views[task.id]
 
+    def _probing(self, task_id: str, key: tuple[str, str], pending: dict[tuple[str, str], list[int]]) -> bool:
+        """Under ``run="cost"``, whether another code of the task is already pending as the run
+        that will measure what a sample costs there (no sample of it has run yet)."""
+        if self.config.run != "cost" or self._cpu.get(task_id, {}).get("sample"):
+            return False
+        return any(other[0] == task_id and other != key for other in pending)
+
     def wants_run(self, prediction: Prediction, task_id: str) -> bool:
         """Whether the schedule runs a script the base model answered with ``prediction`` on the task."""
         if prediction.proved or not prediction.parsed or self.config.run == "never":
@@ -492,6 +499,8 @@ class SampleRunWorldModel:
             key = (task.id, code_key(script))
             if (known := self._memo.get(key, touch=True)) is not None:
                 out[i] = self._combine(prediction, known, charged=False)
+            elif self._probing(task.id, key, pending):
+                continue  # the task's first sample run measures its cost before any other runs
             elif self.view(task) is not None:
                 pending.setdefault(key, []).append(i)
         if pending:
