@@ -30,6 +30,7 @@ from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
 from wmrl_envs.scoring import FusionConfig
 from wmrl_envs.scoring.schedule import check_adaptation, check_min_anchor_groups
 from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
+from wmrl_envs.world_models.sample_run import RUN_RULES
 
 #: World models built on the surrogate, which take its artefact and its proofs' switch.
 SURROGATE_BASED = ("surrogate", "sample_run")
@@ -61,6 +62,10 @@ class FamilyConfig:
     world_model: str = field(default=DEFAULT_WORLD_MODEL, metadata={"help": "world model name (code envs)"})
     world_model_path: str | None = field(default=None, metadata={
         "help": "surrogate artefact to load (default: the shipped one), e.g. an older one to compare with"})
+    sample_runs: str = field(default="always", metadata={
+        "help": "world_model 'sample_run': which scripts run on a sample of their task: 'always', 'uncertain' "
+                "(where the surrogate is unsure), 'cost' (on tasks whose anchors show a sample run costs at most a "
+                "quarter of a full one) or 'never' (SampleRunConfig.run)"})
     prove: bool = field(default=True, metadata={
         "help": "code envs: settle scripts the static prover proves to fail before the world model and the "
                 "sandbox; --no-prove: every script is predicted or executed (the behaviour before proofs)"})
@@ -92,6 +97,10 @@ class FamilyConfig:
             raise ConfigError("the lm policy needs --policy-path pointing at a local transformers checkpoint")
         if self.world_model_path is not None and self.world_model not in SURROGATE_BASED:
             raise ConfigError(f"world_model_path is a surrogate artefact; world model {self.world_model!r} takes none")
+        if self.sample_runs not in RUN_RULES:
+            raise ConfigError(f"sample_runs must be one of {RUN_RULES}, got {self.sample_runs!r}")
+        if self.sample_runs != "always" and self.world_model != "sample_run":
+            raise ConfigError(f"sample_runs applies to world model 'sample_run', not {self.world_model!r}")
         if self.wm_horizon < 1:
             raise ConfigError(f"wm_horizon must be >= 1, got {self.wm_horizon}")
         if self.workers is not None and self.workers < 1:
@@ -115,7 +124,7 @@ class FamilyConfig:
             return {}
         surrogate = {"prove": self.prove, **({"path": self.world_model_path} if self.world_model_path else {})}
         if self.world_model == "sample_run":
-            return {"base_kwargs": surrogate, "executor": self.executor}
+            return {"base_kwargs": surrogate, "executor": self.executor, "config": {"run": self.sample_runs}}
         return surrogate
 
 

@@ -161,6 +161,12 @@ def test_bad_configs_raise_typed_errors():
     for bad in ({"max_infra_share": 1.0}, {"max_infra_share": -0.1}, {"infra_window": 0}):
         with pytest.raises(ConfigError, match="max_infra_share|infra_window"):
             WMRLConfig.from_flat(**bad)
+    with pytest.raises(ConfigError, match="sample_runs must be one of"):
+        WMRLConfig.from_flat(world_model="sample_run", sample_runs="sometimes")
+    with pytest.raises(ConfigError, match="applies to world model 'sample_run'"):
+        WMRLConfig.from_flat(sample_runs="cost")  # the default world model runs no samples
+    kwargs = WMRLConfig.from_flat(world_model="sample_run", sample_runs="cost").family.world_model_kwargs()
+    assert kwargs["config"] == {"run": "cost"}
 
 
 def test_config_groups_round_trip_and_reach_the_calibrator(tmp_path):
