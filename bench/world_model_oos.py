@@ -36,12 +36,15 @@ Intervals are percentile bootstrap 95% intervals over ``--resamples`` resamples 
     python -m bench.world_model_oos                                   # sections 1 and 2
     python -m bench.world_model_oos --lofo api_drift columns --run runs/main-...
     python -m bench.world_model_oos --world-model llm_outcome --name world_model_oos_llm
+    # section 4 alone, for runs side by side (label=folder), with their final held-out scores:
+    python -m bench.world_model_oos --prequential-only old=runs/a new=runs/b --name prequential_ab
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import math
 import os
 import time
@@ -425,6 +428,42 @@ def prequential(run: Path, args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def prequential_side(run: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Section 4 for one run, with its world model, its final held-out score and the share of its
+    anchors whose prediction an executed neighbour moved (the anchors are a draw of the groups)."""
+    out = prequential(run, args)
+    config = json.loads((run / "config.json").read_text())
+    out["world_model"] = config.get("family", {}).get("world_model")
+    reports = json.loads((run / "results.json").read_text())["reports"]
+    trained = [r for r in reports if r["policy"].startswith("trained")]
+    out["heldout_trained"] = trained[-1]["summary"]["score_mean"] if trained else None
+    anchors = pd.read_csv(run / "anchors.csv", keep_default_na=False)
+    out["anchors_moved_by_neighbours"] = float((anchors["wm_stage"] == "neighbours").mean()) if len(anchors) else None
+    return out
+
+
+def prequential_markdown(report: dict[str, Any]) -> str:
+    """The prequential figures of several runs side by side (``--prequential-only``)."""
+    lines = ["### Prequential anchors of training runs, side by side (issue 44)", "",
+             "In-sample tasks (the training tasks), out-of-sample scripts (the policy's own). Each pair's raw score was "
+             "predicted before its anchor ran (moved only by neighbours executed in earlier batches); the calibrated "
+             f"one uses the calibrator as it stood before the anchor's step. Bootstrap 95% intervals, "
+             f"{report['config']['resamples']} resamples.", "",
+             "| run | world model | third (steps) | pairs | Spearman | MAE raw | MAE calibrated | status acc. |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    for label, run in report["runs"].items():
+        for t in run["thirds"]:
+            lines.append(f"| {label} | {run['world_model']} | {t['steps'][0]}-{t['steps'][1]} | {t['pairs']} | "
+                         f"{ci(t['spearman'])} | {ci(t['mae_raw'])} | {ci(t['mae_calibrated'])} | "
+                         f"{ci(t.get('status_accuracy'))} |")
+    lines += ["", "| run | folder | seed | final held-out (trained) | anchors moved by neighbours |", "|---|---|---:|---:|---:|"]
+    for label, run in report["runs"].items():
+        held = "–" if run["heldout_trained"] is None else f"{run['heldout_trained']:.3f}"
+        moved = "–" if run["anchors_moved_by_neighbours"] is None else f"{run['anchors_moved_by_neighbours']:.2f}"
+        lines.append(f"| {label} | `{run['run']}` | {run['seed']} | {held} | {moved} |")
+    return "\n".join(lines) + "\n"
+
+
 def anchor_figures(wm: np.ndarray, real: np.ndarray, calibrated: np.ndarray, args: argparse.Namespace) -> dict[str, Any]:
     """Spearman and MAE of the raw scores, and MAE of the calibrated ones, on some anchor pairs."""
     n = len(wm)
@@ -541,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lofo", nargs="+", choices=[*OPERATOR_FAMILIES, "all"], default=[],
                         help="operator families to leave out of a status-head refit, each about 5 CPU-min")
     parser.add_argument("--run", type=Path, help="a training run's folder: its anchors, prequentially (section 4)")
+    parser.add_argument("--prequential-only", nargs="+", metavar="LABEL=DIR",
+                        help="section 4 alone, for each labelled run folder side by side (nothing else runs)")
     parser.add_argument("--executor", default=DEFAULT_EXECUTOR, help="sandbox of the grammar executions")
     parser.add_argument("--workers", type=int, default=1, help="parallel grammar executions (default: 1)")
     parser.add_argument("--name", default=NAME, help="results file name (default: %(default)s)")
@@ -548,6 +589,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.grammar_per_task < 1 or args.resamples < 1:
         parser.error("--grammar-per-task and --resamples must be >= 1")
     families = list(OPERATOR_FAMILIES) if "all" in args.lofo else list(dict.fromkeys(args.lofo))
+    if args.prequential_only:
+        runs = dict(item.split("=", 1) for item in args.prequential_only if "=" in item)
+        if len(runs) != len(args.prequential_only):
+            parser.error("--prequential-only takes LABEL=DIR items")
+        report = {"config": {"resamples": args.resamples, "bootstrap_seed": args.bootstrap_seed},
+                  "runs": {label: prequential_side(Path(folder), args) for label, folder in runs.items()}}
+        path = write_result(args.name, __spec__.name, report, prequential_markdown(report))
+        print(path.read_text())
+        return 0
     started, cpu0 = time.perf_counter(), time.process_time()
     name = args.world_model or default_world_model()
 
