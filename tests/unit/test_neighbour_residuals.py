@@ -116,7 +116,7 @@ FOREST = ("from sklearn.ensemble import RandomForestRegressor\nmodel = RandomFor
 
 
 def test_a_new_shape_falls_back_to_its_estimator_familys_residuals_on_the_task():
-    residuals = NeighbourResiduals()
+    residuals = NeighbourResiduals(by_family=True)
     residuals.record("t", FOREST.format(n=100, extra=""), 0.3, 0.7)
     residuals.record("t", FOREST.format(n=100, extra="model.fit(X, y)\n"), 0.4, 0.6)
     unseen_shape = FOREST.format(n=5, extra="import pandas as pd\n")
@@ -141,7 +141,7 @@ def test_family_corrections_reduce_the_error_of_family_biased_predictions_on_sha
     def script(family: str, variant: int) -> str:
         return f"from sklearn import x\nmodel = {family}()\n" + "".join(f"step{j} = {j}\n" for j in range(variant))
 
-    residuals = NeighbourResiduals()
+    residuals = NeighbourResiduals(by_family=True)
     for t in tasks:
         for f in families:
             for variant in range(3):  # three executed shapes of each family on each task
@@ -153,21 +153,21 @@ def test_family_corrections_reduce_the_error_of_family_biased_predictions_on_sha
 
 
 def test_family_residuals_round_trip_and_an_older_state_without_them_loads():
-    residuals = NeighbourResiduals()
+    residuals = NeighbourResiduals(by_family=True)
     residuals.record("t", FOREST.format(n=100, extra=""), 0.3, 0.7)
     unseen_shape = FOREST.format(n=5, extra="import pandas as pd\n")
-    resumed = NeighbourResiduals()
+    resumed = NeighbourResiduals(by_family=True)
     resumed.load_state_dict(residuals.state_dict())
     assert resumed.correction("t", unseen_shape) == residuals.correction("t", unseen_shape) != (0.0, 0)
     older = {k: v for k, v in residuals.state_dict().items() if k != "families"}
-    from_older = NeighbourResiduals()
+    from_older = NeighbourResiduals(by_family=True)
     from_older.load_state_dict(older)
     assert from_older.correction("t", unseen_shape) == (0.0, 0)
     assert from_older.correction("t", FOREST.format(n=1, extra="")) == residuals.correction("t", FOREST.format(n=1, extra=""))
 
 
 def test_a_failure_teaches_only_its_own_shape_and_a_predicted_failure_takes_no_family_residual():
-    residuals = NeighbourResiduals()
+    residuals = NeighbourResiduals(by_family=True)
     crashed = FOREST.format(n=100, extra="raise ValueError\n")
     residuals.record("t", crashed, 0.7, 0.0, both_valid=False)  # a crash's residual is its own code's
     assert residuals.correction("t", FOREST.format(n=5, extra="")) == (0.0, 0)
@@ -176,3 +176,10 @@ def test_a_failure_teaches_only_its_own_shape_and_a_predicted_failure_takes_no_f
     unseen_shape = FOREST.format(n=5, extra="import pandas as pd\n")
     assert residuals.correction("t", unseen_shape)[1] == 1
     assert residuals.correction("t", unseen_shape, predicted_valid=False) == (0.0, 0)
+
+
+def test_the_family_level_is_off_by_default():
+    residuals = NeighbourResiduals()
+    residuals.record("t", FOREST.format(n=100, extra=""), 0.3, 0.7)
+    assert residuals.correction("t", FOREST.format(n=5, extra="import pandas as pd\n")) == (0.0, 0)
+    assert residuals.correction("t", FOREST.format(n=5, extra=""))[1] == 1  # its shape still answers

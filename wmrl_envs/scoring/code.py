@@ -104,14 +104,17 @@ class CodeScorer:
         reuse: Answer a world-model sample whose code this scorer already executed on its task
             with that outcome (:mod:`~wmrl_envs.scoring.experience`), before any world model.
         neighbours: Move a world-model prediction by the residuals the world model made on
-            executed anchors of the same task whose code differs from it only in numbers, or
-            failing those that fit the same estimator family
+            executed anchors of the same task whose code differs from it only in numbers
             (:class:`~wmrl_envs.scoring.experience.NeighbourResiduals`; ``decided_by="neighbours"``).
+        family_neighbours: Failing those, by the residuals of anchors of the same estimator
+            family on the task. Off: measured, it did not help
+            (``bench/results/family_neighbours.md``).
     """
 
     def __init__(self, world_model: Any = DEFAULT_WORLD_MODEL, world_model_kwargs: dict[str, Any] | None = None,
                  executor: str = DEFAULT_EXECUTOR, workers: int | None = None, *, prove: bool = True,
-                 execute_proved: bool = False, reuse: bool = True, neighbours: bool = True) -> None:
+                 execute_proved: bool = False, reuse: bool = True, neighbours: bool = True,
+                 family_neighbours: bool = False) -> None:
         self._world_model_spec = world_model
         self._world_model_kwargs = dict(world_model_kwargs or {})
         self._world_model = None if isinstance(world_model, str) else world_model
@@ -122,7 +125,7 @@ class CodeScorer:
         self.reuse = reuse
         self.neighbours = neighbours
         self.experience = ExecutedOutcomes()
-        self.residuals = NeighbourResiduals()
+        self.residuals = NeighbourResiduals(by_family=family_neighbours)
         self.prover = Prover()
         self._pool = None
         self._answers: dict[str, Any] = {}
@@ -389,7 +392,7 @@ class CodeScorer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.experience.load_state_dict(state["experience"])
-        self.residuals = NeighbourResiduals()
+        self.residuals = NeighbourResiduals(by_family=self.residuals.by_family)
         if state.get("residuals") is not None:  # a checkpoint from before neighbour corrections has none
             self.residuals.load_state_dict(state["residuals"])
         if state.get("world_model") is not None:

@@ -16,12 +16,14 @@ prediction of that shape on that task moves by the neighbours' mean residual, sh
 0 by empirical Bayes (:func:`prior_pairs`): ``raw + n / (n + k) * mean``. The shrinkage ``k`` is
 the within-shape residual variance over the between-shape one, measured on the run's own anchors,
 so a world model whose errors are shared by a shape's variants is corrected nearly in full and one
-whose errors are noise is left alone. A prediction of a valid run whose shape no anchor had
-falls back to the residuals of its estimator family on the task (anchors that ran and were
-predicted valid)
-(:func:`~wmrl_envs.analysis.code_features.solution_family`: the forests, the boosting models, the
-linear ones, ...), shrunk the same way over families: a world model's error on a task is mostly
-its error on a kind of model there, whatever the code around it. An anchor is corrected only from
+whose errors are noise is left alone. With ``by_family``, a prediction of a valid run whose
+shape no anchor had falls back to the residuals of its estimator family on the task (anchors
+that ran and were predicted valid;
+:func:`~wmrl_envs.analysis.code_features.solution_family`: the forests, the boosting models, the
+linear ones, ...), shrunk the same way over families. It is off by default: in its registered
+judgement it moved 13-15% of anchors and changed the last third's Spearman by +0.02 and -0.01,
+and the sample-run run ended 0.067 lower (``bench/results/family_neighbours.md``). An anchor is
+corrected only from
 anchors of earlier batches, so the calibrator's pair for it stays out of sample.
 """
 
@@ -125,11 +127,12 @@ def prior_pairs(summaries: list[ResidualSummary]) -> float:
 
 
 class NeighbourResiduals:
-    """The world model's residuals on executed anchors by ``(task id, shape key)`` and by
-    ``(task id, estimator family)``, and the correction they give a new prediction: its shape's
-    on the task, or failing that its family's."""
+    """The world model's residuals on executed anchors by ``(task id, shape key)`` and, with
+    ``by_family``, by ``(task id, estimator family)``; and the correction they give a new
+    prediction: its shape's on the task, or failing that its family's."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_family: bool = False) -> None:
+        self.by_family = by_family
         self._shapes = ScriptTable(ResidualSummary, MAX_OUTCOMES)
         self._families = ScriptTable(ResidualSummary, MAX_OUTCOMES)
         self._prior_pairs: dict[str, float] = {}  # by level, measured lazily, reset by every record
@@ -145,7 +148,7 @@ class NeighbourResiduals:
         shape = shape_key(script)
         if shape is None or not (np.isfinite(wm_raw) and np.isfinite(real)):
             return
-        family = solution_family(script) if both_valid else None
+        family = solution_family(script) if both_valid and self.by_family else None
         for table, key in ((self._shapes, shape), (self._families, family)):
             if key is None:  # no known estimator: a family of unknown models would lump anything
                 continue
@@ -180,7 +183,7 @@ class NeighbourResiduals:
             return 0.0, 0
         if (summary := self._shapes.get((task_id, shape))) is not None:
             k = self.prior_pairs
-        elif predicted_valid and (family := solution_family(script)) is not None and (
+        elif self.by_family and predicted_valid and (family := solution_family(script)) is not None and (
                 summary := self._families.get((task_id, family))):
             k = self.family_prior_pairs
         else:
