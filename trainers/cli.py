@@ -9,6 +9,8 @@
     wmrl eval --split heldout --policy reference:hist_gb,reference:linear -k 4
     wmrl eval --env wmrl/LIBERO-Long-v0 --trials 50 --policy scripted,runs/libero/bc
     wmrl serve --env wmrl/MLEDojo-v0 --reward fused --port 8000 --max-sessions 4
+    wmrl export harbor --suite mle --split heldout datasets/wmrl-mle
+    wmrl export harbor-images [--docker-host unix:///path/docker.sock]
 """
 
 from __future__ import annotations
@@ -21,15 +23,24 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from agents.code.grammar import REFERENCE_SOLUTIONS, render_script
 from trainers.evaluate import DEFAULT_MAX_INFRA_SHARE
 from trainers.families import get_family
 from trainers.plots import write_plots
 from trainers.wmrl_config import GROUPS, PRESETS, WMRLConfig, flat_fields
-from wmrl_envs.errors import WMRLError
+from wmrl_envs.errors import ConfigError, WMRLError
 from wmrl_envs.extras import requires_extra
+from wmrl_envs.integrations.harbor import (
+    DEFAULT_AGENT_IMAGE,
+    DEFAULT_GRADER_IMAGE,
+    NETWORK_CHOICES,
+    HarborImages,
+    export_tasks,
+)
+from wmrl_envs.integrations.harbor_image import build_images, checkout_root
 from wmrl_envs.provenance import provenance
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
-from wmrl_envs.tasks import SPLIT_CHOICES, SPLITS
+from wmrl_envs.tasks import SPLIT_CHOICES, SPLITS, list_tasks
 from wmrl_envs.tasks.cli import add_grade_parser, add_tasks_parser
 from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
 
@@ -154,6 +165,58 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_harbor(args: argparse.Namespace) -> int:
+    tasks = [t for t in list_tasks(suite=args.suite, split=args.split) if not args.tasks or t.id in args.tasks]
+    missing = sorted(set(args.tasks or ()) - {t.id for t in tasks})
+    if missing or not tasks:
+        raise ConfigError(f"no {args.suite} {args.split} task(s) {missing or ''}".rstrip())
+    choices = REFERENCE_SOLUTIONS[args.solution]
+    folders = export_tasks(tasks, Path(args.out), lambda task: render_script(task.spec, choices, seed=0),
+                           HarborImages(args.agent_image, args.grader_image), args.network)
+    print(f"wrote {len(folders)} Harbor task(s) to {args.out}; run them with `harbor run -p {args.out} -a oracle` "
+          f"once the images {args.agent_image} and {args.grader_image} exist (wmrl export harbor-images)")
+    return 0
+
+
+def cmd_export_harbor_images(args: argparse.Namespace) -> int:
+    images = build_images(Path(args.source) if args.source else checkout_root(), args.docker_host,
+                          HarborImages(args.agent_image, args.grader_image))
+    print(f"built {images.agent} and {images.grader}")
+    return 0
+
+
+def add_export_parser(sub) -> None:
+    """``wmrl export harbor`` (task folders) and ``wmrl export harbor-images`` (their local base images)."""
+    export = sub.add_parser("export", help="write tasks in another stack's format (Harbor)")
+    kinds = export.add_subparsers(dest="export_command", required=True)
+    harbor = kinds.add_parser("harbor", help="write each task as a Harbor task folder (docs/hubs.md)",
+                              description="Each task: instruction.md, task.toml, environment/ (public files only), "
+                                          "tests/ (the grader and the private answers, in the verifier's own image) "
+                                          "and solution/ (a reference solution script). Real execution only.")
+    harbor.add_argument("out", help="the dataset folder to write (one folder per task)")
+    harbor.add_argument("--suite", default="mle", choices=("mle", "dsbench"),
+                        help="built-in suite (default: %(default)s)")
+    harbor.add_argument("--split", default="heldout", choices=SPLITS, help="task split (default: %(default)s)")
+    harbor.add_argument("--tasks", nargs="*", help="only these task ids")
+    harbor.add_argument("--network", default="compose", choices=NETWORK_CHOICES,
+                        help="how a task goes without network: compose (network_mode none in a docker-compose.yaml, "
+                             "offline) or harbor (task.toml's no-network; Harbor's sidecar needs Docker Hub) "
+                             "(default: %(default)s)")
+    harbor.add_argument("--solution", default="hist_gb", choices=sorted(REFERENCE_SOLUTIONS),
+                        help="the reference solution solve.sh runs (the grammar's, as reference:<name>; "
+                             "default: %(default)s)")
+    images = kinds.add_parser("harbor-images", help="build the exported tasks' two base images offline from this host",
+                              description="docker import of this host's userland and agent runtime (the agent image), "
+                                          "then that plus a venv with this WMRL checkout (the grader image).")
+    images.add_argument("--docker-host", default=None, help="the engine's address (default: the docker CLI's)")
+    images.add_argument("--source", default=None, help="the WMRL checkout the grader installs (default: this one)")
+    for parser in (harbor, images):
+        parser.add_argument("--agent-image", default=DEFAULT_AGENT_IMAGE, help="(default: %(default)s)")
+        parser.add_argument("--grader-image", default=DEFAULT_GRADER_IMAGE, help="(default: %(default)s)")
+    harbor.set_defaults(func=cmd_export_harbor)
+    images.set_defaults(func=cmd_export_harbor_images)
+
+
 def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
     """The ``wmrl`` parser; ``preset`` names a :data:`~trainers.wmrl_config.PRESETS` entry whose
     settings become ``wmrl train``'s defaults, so explicit flags still override them."""
@@ -233,6 +296,7 @@ def build_parser(preset: str | None = None) -> argparse.ArgumentParser:
     sv.add_argument("--fusion-rule", help="fused: the anchor-weight rule, none, eta2, sampling or paper "
                                           "(default: the env's, none)")
     sv.set_defaults(func=cmd_serve)
+    add_export_parser(sub)
     return parser
 
 

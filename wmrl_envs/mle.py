@@ -54,6 +54,12 @@ complete script. The script runs with the task files under `data/` in its workin
 must write `submission.csv` to the working directory. It has no internet access."""
 
 
+def task_prompt(task: Task, max_turns: int) -> str:
+    """The task prompt an episode starts with (also the instruction of a Harbor export)."""
+    turns = f"You have {max_turns} attempt(s); the last valid submission counts."
+    return f"# Task: {task.spec.name}\n\n{task.description.strip()}\n\n## Response format\n{RESPONSE_FORMAT}\n{turns}\n"
+
+
 def sanitize(text: str, limit: int) -> str:
     """Map text into :data:`CHARSET` and keep its tail within ``limit`` characters."""
     clean = "".join(c if c in CHARSET else "?" for c in text)
@@ -249,8 +255,7 @@ class MLEDojoEnv(gym.Env):
 
     # ----------------------------------------------------------------- text
     def prompt(self, task: Task) -> str:
-        turns = f"You have {self.max_turns} attempt(s); the last valid submission counts."
-        return f"# Task: {task.spec.name}\n\n{task.description.strip()}\n\n## Response format\n{RESPONSE_FORMAT}\n{turns}\n"
+        return task_prompt(task, self.max_turns)
 
     def feedback(self, result: ScoreResult, terminated: bool) -> str:
         """Feedback for one turn, in the sandbox's format whether the script ran or not.
