@@ -21,9 +21,11 @@ log() { echo "[setup_harbor] $*" >&2; }
 if [ ! -x "$HARBOR_VENV/bin/python" ]; then
   base=${PYTHON:-}
   if [ -z "$base" ]; then
+    # A candidate must run, not only exist: pyenv's shim for a version that is not selected fails.
     for candidate in python3.12 python3.13 "$HOME"/.pyenv/versions/3.12*/bin/python3.12 \
                      "$HOME"/.pyenv/versions/3.13*/bin/python3.13; do
-      if command -v "$candidate" >/dev/null 2>&1; then base=$(command -v "$candidate"); break; fi
+      path=$(command -v "$candidate" 2>/dev/null) || continue
+      if "$path" -c 'import sys; sys.exit(sys.version_info[:2] < (3, 12))' >/dev/null 2>&1; then base=$path; break; fi
     done
   fi
   [ -n "$base" ] || { log "harbor $HARBOR_VERSION needs Python >= 3.12; none found. Set PYTHON=/path/to/python3.12."; exit 1; }
