@@ -23,8 +23,8 @@ that ran and were predicted valid;
 linear ones, ...), shrunk the same way over families. It is off by default: in its registered
 judgement it moved 13-15% of anchors and changed the last third's Spearman by +0.02 and -0.01,
 and the sample-run run ended 0.067 lower (``bench/results/family_neighbours.md``). An anchor is
-corrected only from
-anchors of earlier batches, so the calibrator's pair for it stays out of sample.
+corrected only from anchors of earlier batches, so the calibrator's pair for it stays out of
+sample.
 """
 
 from __future__ import annotations
