@@ -205,7 +205,6 @@ class NeighbourResiduals:
         self._prior_pairs = {}
 
 
-
 class Experience:
     """What a run's executions taught, both parts (:class:`ExecutedOutcomes`, :class:`NeighbourResiduals`),
     asked and fed a batch at a time."""
