@@ -2,7 +2,8 @@
 # Idempotent set-up for WMRL on a Debian/Ubuntu machine (CPU is enough).
 #   1. bubblewrap, the sandbox, from the system's packages; with WMRL_SETUP_DOCKER=1 (set by
 #      scripts/test.sh) docker.io too, the Docker executor's engine, which only its tests use (they
-#      run a private dockerd of their own) and the main job never does;
+#      run a private dockerd of their own) and the main job never does, and docker-registry, which
+#      the OpenEnv runtime test serves on loopback;
 #   2. the Python environment of scripts/_env.sh: the active virtualenv, else .venv in this
 #      checkout, created once from ${PYTHON:-python3}; the system interpreter stays untouched;
 #   3. the project (editable) with its test, LLM, LIBERO and integration (TRL, OpenEnv, Ray) extras,
@@ -22,6 +23,10 @@ command -v bwrap >/dev/null 2>&1 || system_packages+=(bubblewrap)
 if [ "${WMRL_SETUP_DOCKER:-0}" = 1 ] && ! command -v dockerd >/dev/null 2>&1; then
   system_packages+=(docker.io)
 fi
+# A loopback registry for the OpenEnv runtime test: its validator pins images by digest.
+if [ "${WMRL_SETUP_DOCKER:-0}" = 1 ] && ! command -v docker-registry >/dev/null 2>&1; then
+  system_packages+=(docker-registry)
+fi
 # Debian's own python3 ships venv without its pip bootstrap.
 if [ -n "$create_venv" ] && ! "${PYTHON:-python3}" -c "import ensurepip" >/dev/null 2>&1; then
   system_packages+=(python3-venv)
@@ -30,8 +35,9 @@ if [ ${#system_packages[@]} -gt 0 ]; then
   echo "[setup] installing ${system_packages[*]} from the system's packages"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   # Installing docker.io would start the system's dockerd, which rewires host networking
-  # (docker0, ip_forward, the FORWARD policy); a policy-rc.d that denies starts prevents it.
-  if [[ " ${system_packages[*]} " == *" docker.io "* ]] && [ ! -e /usr/sbin/policy-rc.d ]; then
+  # (docker0, ip_forward, the FORWARD policy), and docker-registry a registry on port 5000;
+  # a policy-rc.d that denies starts prevents both.
+  if [[ " ${system_packages[*]} " == *" docker"* ]] && [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
     $SUDO chmod +x /usr/sbin/policy-rc.d
     trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT

@@ -3,7 +3,8 @@
 # GPU and large-download tests are deselected; pass extra pytest arguments to narrow the run.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# The docker-marked tests need docker.io; nothing else does, so only this command installs it.
+# The docker-marked tests need docker.io (and docker-registry); nothing else does, so only this
+# command installs them.
 WMRL_SETUP_DOCKER=1 bash scripts/setup.sh
 # verl pins transformers<5.11, so its integration tests run in a virtualenv of their own.
 bash scripts/setup_verl.sh >/dev/null

@@ -53,6 +53,17 @@ def private_dockerd():
     assert daemon.stop() == [], "the private dockerd changed host networking"
 
 
+@pytest.fixture(scope="session")
+def agent_image(private_dockerd) -> str:
+    """The Harbor agent image (this host's userland and agent runtime), built once on the private
+    dockerd for the Harbor and the OpenEnv image tests; its tag."""
+    from wmrl_envs.integrations.harbor import DEFAULT_AGENT_IMAGE
+    from wmrl_envs.integrations.harbor_image import build_agent_image
+
+    build_agent_image(DEFAULT_AGENT_IMAGE, private_dockerd.host)
+    return DEFAULT_AGENT_IMAGE
+
+
 class _StreamByGroupId:
     """A schedule that names each group's stream: group 0 real, 1 world model, 2 anchor."""
 

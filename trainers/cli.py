@@ -11,6 +11,7 @@
     wmrl serve --env wmrl/MLEDojo-v0 --reward fused --port 8000 --max-sessions 4
     wmrl export harbor --suite mle --split heldout datasets/wmrl-mle
     wmrl export harbor-images [--docker-host unix:///path/docker.sock]
+    wmrl export openenv-image [--docker-host unix:///path/docker.sock]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from wmrl_envs.integrations.harbor import (
     export_tasks,
 )
 from wmrl_envs.integrations.harbor_image import build_images, checkout_root
+from wmrl_envs.integrations.openenv_image import DEFAULT_SPACE_BASE_IMAGE, build_space_base_image
 from wmrl_envs.provenance import provenance
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
 from wmrl_envs.tasks import SPLIT_CHOICES, SPLITS, list_tasks
@@ -185,9 +187,19 @@ def cmd_export_harbor_images(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_openenv_image(args: argparse.Namespace) -> int:
+    source = Path(args.source) if args.source else checkout_root()
+    build_space_base_image(args.tag, source, args.docker_host, agent=args.agent_image)
+    print(f"built {args.tag}; build the Space on it with "
+          f"`docker build -f environments/wmrl_code/server/Dockerfile environments/wmrl_code`")
+    return 0
+
+
 def add_export_parser(sub) -> None:
-    """``wmrl export harbor`` (task folders) and ``wmrl export harbor-images`` (their local base images)."""
-    export = sub.add_parser("export", help="write tasks in another stack's format (Harbor)")
+    """``wmrl export harbor`` (task folders), ``wmrl export harbor-images`` (their local base images)
+    and ``wmrl export openenv-image`` (the OpenEnv Space's base image)."""
+    export = sub.add_parser("export", help="write tasks in another stack's format (Harbor), or build the local "
+                                           "base images of Harbor tasks and of the OpenEnv Space")
     kinds = export.add_subparsers(dest="export_command", required=True)
     harbor = kinds.add_parser("harbor", help="write each task as a Harbor task folder (docs/hubs.md)",
                               description="Each task: instruction.md, task.toml, environment/ (public files only), "
@@ -215,6 +227,17 @@ def add_export_parser(sub) -> None:
         parser.add_argument("--grader-image", default=DEFAULT_GRADER_IMAGE, help="(default: %(default)s)")
     harbor.set_defaults(func=cmd_export_harbor)
     images.set_defaults(func=cmd_export_harbor_images)
+    space = kinds.add_parser("openenv-image", help="build the OpenEnv Space's base image offline from this host",
+                             description="The Harbor agent image (this host's userland and agent runtime) plus a venv "
+                                         "with this WMRL checkout and its openenv extra, and the built-in tasks: "
+                                         "the base environments/wmrl_code/server/Dockerfile builds on (docs/hubs.md).")
+    space.add_argument("--docker-host", default=None, help="the engine's address (default: the docker CLI's)")
+    space.add_argument("--source", default=None, help="the WMRL checkout the image installs (default: this one)")
+    space.add_argument("--tag", default=DEFAULT_SPACE_BASE_IMAGE, help="(default: %(default)s)")
+    space.add_argument("--agent-image", default=None,
+                       help="an agent image already built (wmrl export harbor-images) to build on; "
+                            "default: build one as TAG-agent")
+    space.set_defaults(func=cmd_export_openenv_image)
 
 
 def build_parser(preset: str | None = None) -> argparse.ArgumentParser:

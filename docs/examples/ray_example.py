@@ -1,4 +1,4 @@
-"""Sandboxed executions on a Ray cluster, and one calibrator shared by every process of it.
+"""Sandboxed executions on a Ray cluster, and one calibrator and one experience shared by every process of it.
 
 Install the extra (``pip install 'wmrl[ray]'``), then run::
 
@@ -9,9 +9,10 @@ It scores two groups of one MLE-Dojo task through a :class:`ScoringCore` whose s
 scripts with ``make_executor("ray")`` and whose calibrator is the named actor of namespace
 ``wmrl``. The anchor group runs in bubblewrap on a Ray node; only the submissions' bytes come
 back, and the driver grades them against the private answers, which never leave it. Its pairs
-enter the actor, so any process that asks for the same actor (a trainer's workers, verl's
-reward actors, another driver naming the namespace) sees them. The world-model group is
-predicted only. The last line printed is a JSON summary.
+and its executed outcomes enter the actor, so any process that asks for the same actor (a
+trainer's workers, verl's reward actors, another driver naming the namespace) calibrates by
+them and reuses them. The world-model group is predicted only. The last line printed is a JSON
+summary.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import ray
 from agents.code.grammar import REFERENCE_SOLUTIONS, render_script
 from wmrl_envs.sandbox.ray_executor import prewarm
 from wmrl_envs.scoring import CodeGroup, CodeScorer, HashSchedule, ScoringCore
-from wmrl_envs.scoring.ray_calibrator import RemoteCalibrator, calibrator_actor
+from wmrl_envs.scoring.ray_calibrator import RemoteCalibrator, RemoteExperience, calibrator_actor
 from wmrl_envs.tasks import list_tasks
 
 NAMESPACE = "wmrl"  # drivers of different jobs share a named actor through its namespace
@@ -33,8 +34,10 @@ def main() -> None:
     ray.init()  # joins RAY_ADDRESS when it is set
     task = min(list_tasks(suite="mle", split="train"), key=lambda t: t.spec.meta.get("n_train", 1e9))
     prewarm([task])  # every node builds the runtime venv and unpacks the task's public files now
-    calibrator = RemoteCalibrator(calibrator_actor(namespace=NAMESPACE))
-    core = ScoringCore(HashSchedule(anchor_fraction=0.1), calibrator, scorer=CodeScorer(executor="ray"))
+    actor = calibrator_actor(namespace=NAMESPACE)
+    calibrator, experience = RemoteCalibrator(actor), RemoteExperience(actor)
+    core = ScoringCore(HashSchedule(anchor_fraction=0.1), calibrator,
+                       scorer=CodeScorer(executor="ray", experience=experience))
     scripts = [render_script(task.spec, REFERENCE_SOLUTIONS[name]) for name in ("constant", "linear")]
     groups = [CodeGroup(task, scripts, group_id=0), CodeGroup(task, scripts, group_id=1)]
     try:
@@ -47,6 +50,7 @@ def main() -> None:
         "anchor_statuses": [s.status for s in anchor.samples],
         "world_model_rewards": [s.score for s in predicted.samples],
         "calibrator_pairs": calibrator.n_pairs,
+        "executed_codes": len(experience),
     }))
 
 

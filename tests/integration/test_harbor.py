@@ -16,7 +16,7 @@ import pytest
 
 from trainers.cli import main
 from wmrl_envs.integrations.harbor import SUBMISSION, HarborImages, harbor_reward
-from wmrl_envs.integrations.harbor_image import build_images, checkout_root, harbor_env, harbor_venv
+from wmrl_envs.integrations.harbor_image import build_grader_image, checkout_root, harbor_env, harbor_venv
 from wmrl_envs.sandbox.runtime import load_runtime
 from wmrl_envs.tasks import get_task
 from wmrl_envs.tasks.cli import grade_report
@@ -64,10 +64,11 @@ def _docker(host: str, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_oracle_run_records_wmrl_grades_reward(venv: Path, exported: Path, private_dockerd,
+def test_oracle_run_records_wmrl_grades_reward(venv: Path, exported: Path, private_dockerd, agent_image: str,
                                                tmp_path: Path) -> None:
     host = private_dockerd.host
-    images = build_images(checkout_root(), host, HarborImages())
+    images = HarborImages(agent=agent_image)
+    build_grader_image(images.grader, images.agent, checkout_root(), host)
     # The agent's image has the runtime but no WMRL, nor the datasets its suites are built from
     # (nothing to rebuild a task's answers with), nor the base interpreter's site-packages.
     probe = ("import sklearn, importlib.util as u; "

@@ -5,7 +5,8 @@ the Ray worker that runs a sandbox (from the sandboxed process up its parent cha
 SIGKILLs it, or SIGSTOPs it so that only the driver's cancellation backstop can end the run.
 The security suite's network, answer-reading and environment attacks are imported from
 ``tests/security`` and run through the Ray executor unchanged. The calibrator actor is killed
-with ``ray.kill``: once so that Ray restarts it (its state must survive), once for good.
+with ``ray.kill``: once so that Ray restarts it (its state must survive), once for good. The
+experience it holds beside the calibrator is shared by CodeScorers in the driver and a Ray worker.
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ from wmrl_envs.sandbox import ExecutionStatus, ExecutorPool, make_executor
 from wmrl_envs.sandbox.base import RUN_DIR_PREFIX
 from wmrl_envs.sandbox.ray_executor import RayExecutor, pack_public_files
 from wmrl_envs.scoring import CodeGroup, CodeScorer, FusionConfig, HashSchedule, ScoredGroup, ScoreResult, ScoringCore
-from wmrl_envs.scoring.ray_calibrator import RemoteCalibrator, calibrator_actor
+from wmrl_envs.scoring.experience import DEFAULT_PRIOR_PAIRS, Experience
+from wmrl_envs.scoring.ray_calibrator import RemoteCalibrator, RemoteExperience, calibrator_actor
 from wmrl_envs.tasks import list_tasks
+from wmrl_envs.world_models import Prediction
 
 ray = pytest.importorskip("ray")  # setup installs it: pip install "wmrl[ray]"
 
@@ -467,10 +470,158 @@ def test_a_calibrator_actor_lost_for_good_fails_anchors_and_keeps_the_last_map(c
     assert f"calibrator actor '{name}' is a new, empty actor" in caplog.text and "(40 pairs) was reset" in caplog.text
 
 
+# ---------------------------------------------------------------------- the experience in the calibrator actor
+FIXED_SCORE = 0.5
+
+
+class FixedWorldModel:
+    """Predicts every script valid at one score, so that a residual is the real score minus it."""
+
+    name = "fixed"
+
+    def predict(self, tasks, scripts):
+        return [Prediction(score=FIXED_SCORE, uncertainty=0.1) for _ in scripts]
+
+
+def _shared_scorer(handle) -> CodeScorer:
+    return CodeScorer(FixedWorldModel(), executor="bwrap", workers=1, experience=RemoteExperience(handle))
+
+
+def _linear_scripts(task) -> tuple[str, str, str]:
+    """A reference script, the same code restyled, and a neighbour: the same code with another number."""
+    linear = render_script(task.spec, REFERENCE_SOLUTIONS["linear"])
+    neighbour = linear.replace("Ridge(alpha=1.0)", "Ridge(alpha=3.0)")
+    assert neighbour != linear
+    return linear, "# the same code, restyled\n" + linear, neighbour
+
+
+def _executions(seed: int, n: int = 6) -> list[tuple[str, str, ScoreResult, float]]:
+    """Executed anchors as :meth:`Experience.record` takes them: two shapes on two tasks, noisy residuals."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n):
+        script = f"model = Ridge(alpha={rng.integers(1, 100)})\n" if k % 2 else f"x = {rng.integers(1, 100)}\n"
+        wm = float(rng.random())
+        sample = ScoreResult(task_id=f"t{k % 3}", stream="anchor", executed=True, valid=True, status="valid",
+                             wm_status="valid", real_score=float(np.clip(wm + rng.normal(0.2, 0.1), 0, 1)))
+        out.append((sample.task_id, script, sample, wm))
+    return out
+
+
+def test_processes_share_the_experience_of_the_calibrator_actor(cluster, mle_task):
+    """An anchor executed in the driver is reused, and corrects its neighbour's prediction, in a
+    Ray worker; and the worker's anchor is reused in the driver."""
+    linear, restyled, neighbour = _linear_scripts(mle_task)
+    failing = "raise SystemExit(3)\n"
+    handle = calibrator_actor(f"cal-{uuid.uuid4().hex}")
+    driver = _shared_scorer(handle)
+
+    @ray.remote
+    def in_a_worker(scorer, task):
+        """Another process: predict what the driver executed, then execute an anchor of its own."""
+        try:
+            [learnt] = scorer.score([CodeGroup(task, [restyled, neighbour], "w")], ["world_model"])
+            [anchor] = scorer.score([CodeGroup(task, [failing], "a2")], ["anchor"])
+        finally:
+            scorer.close()
+        return os.getpid(), learnt.samples, anchor.samples[0]
+
+    try:
+        [anchor] = driver.score([CodeGroup(mle_task, [linear], "a")], ["anchor"])[0].samples
+        # A scorer of its own, pickled before any anchor ran: what it learns comes through the actor.
+        pid, (reused, corrected), theirs = ray.get(in_a_worker.remote(_shared_scorer(handle), mle_task))
+        [back] = driver.score([CodeGroup(mle_task, [failing], "w2")], ["world_model"])[0].samples
+    finally:
+        driver.close()
+    assert pid != os.getpid()
+    assert anchor.executed and anchor.status == "valid" and anchor.wm_score_raw == FIXED_SCORE
+    residual = anchor.real_score - FIXED_SCORE
+    assert abs(residual) > 0.01  # a correction has work to do
+    assert (reused.decided_by, reused.executed, reused.wm_score_raw) == ("reuse", False, anchor.real_score)
+    assert corrected.decided_by == "neighbours" and not corrected.executed
+    assert corrected.wm_score_raw == pytest.approx(FIXED_SCORE + residual / (1 + DEFAULT_PRIOR_PAIRS), abs=1e-12)
+    assert theirs.executed and theirs.status == "runtime_error"
+    assert (back.decided_by, back.executed, back.status, back.wm_score_raw) == ("reuse", False, "runtime_error", 0.0)
+    assert len(RemoteExperience(handle)) == 2  # one experience: both processes' executed codes
+
+
+def test_the_shared_experience_survives_a_restart_and_moves_through_a_checkpoint(cluster):
+    handle = calibrator_actor(f"cal-{uuid.uuid4().hex}")
+    remote, local = RemoteExperience(handle), Experience()
+    first, second = _executions(0), _executions(1)
+    for experience in (remote, local):
+        experience.record(first)
+    ray.get(handle.change_experience.remote("token-1", "record", first[:1]))
+    local.record(first[:1])
+    ray.kill(handle, no_restart=False)  # its process dies; Ray restarts it from its saved state
+    # A change Ray resends to the restarted actor (the first try died unanswered) is applied once.
+    ray.get(handle.change_experience.remote("token-1", "record", first[:1]))
+    for experience in (remote, local):
+        experience.record(second)
+    assert remote.state_dict() == local.state_dict()
+    queries = [(task_id, script) for task_id, script, _, _ in first + second]
+    assert remote.lookup(queries) == local.lookup(queries) and None not in local.lookup(queries)
+    corrections = remote.corrections([(task_id, script, True) for task_id, script in queries])
+    assert corrections == local.corrections([(task_id, script, True) for task_id, script in queries])
+    assert all(n > 0 and shift != 0 for shift, n in corrections)
+
+    # A checkpoint of a core that holds both clients resumes in a fresh actor.
+    core = ScoringCore(HashSchedule(), RemoteCalibrator(handle), scorer=CodeScorer(FixedWorldModel(), experience=remote))
+    state = core.state_dict()
+    assert state["scorer"]["experience"] == local.state_dict()["experience"]
+    fresh = calibrator_actor(f"cal-{uuid.uuid4().hex}")
+    resumed = ScoringCore(HashSchedule(), RemoteCalibrator(fresh),
+                          scorer=CodeScorer(FixedWorldModel(), experience=RemoteExperience(fresh)))
+    assert len(RemoteExperience(fresh)) == 0
+    resumed.load_state_dict(state)
+    assert resumed.state_dict() == state and len(RemoteExperience(fresh)) == len(local) > 0
+
+
+def test_the_experience_keeps_the_actors_family_setting(cluster):
+    name = f"cal-{uuid.uuid4().hex}"
+    handle = calibrator_actor(name, family_neighbours=True)
+    assert RemoteExperience(handle).by_family and calibrator_actor(name) is not None
+    with pytest.raises(ConfigError, match="family_neighbours=True"):
+        calibrator_actor(name, family_neighbours=False)
+    with pytest.raises(ConfigError, match="by_family=True"):
+        CodeScorer(FixedWorldModel(), experience=RemoteExperience(handle))
+    assert CodeScorer(FixedWorldModel(), family_neighbours=True, experience=RemoteExperience(handle)).experience.by_family
+
+
+def test_a_lost_actor_leaves_the_world_model_to_predict_and_drops_records(cluster, mle_task, caplog):
+    name = f"cal-{uuid.uuid4().hex}"
+    linear, restyled, neighbour = _linear_scripts(mle_task)
+    scorer = CodeScorer(FixedWorldModel(), experience=RemoteExperience(calibrator_actor(name)))
+    [executed] = [(mle_task.id, linear, s, w) for _, _, s, w in _executions(2, n=1)]  # as if the anchor ran
+    group = CodeGroup(mle_task, [restyled, neighbour], "w")
+    scorer.experience.record([executed])
+    state = scorer.state_dict()
+    before = scorer.score([group], ["world_model"])[0].samples
+    assert [s.decided_by for s in before] == ["reuse", "neighbours"]
+
+    ray.kill(scorer.experience.handle, no_restart=True)
+    with caplog.at_level(logging.WARNING, logger="wmrl_envs.scoring.ray_calibrator"):
+        after = scorer.score([group], ["world_model"])[0].samples
+        scorer.experience.record([executed])
+        scorer.experience.record([executed])
+    assert [(s.decided_by, s.wm_score_raw) for s in after] == [("world_model", FIXED_SCORE)] * 2
+    assert caplog.text.count("Ray could not restart it") == 1 and "its executions are not recorded" in caplog.text
+    assert len(scorer.experience) == 0
+    with pytest.raises(CalibratorLostError):
+        scorer.state_dict()  # a checkpoint is never a stale copy
+    with pytest.raises(CalibratorLostError):
+        scorer.load_state_dict(state)
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="wmrl_envs.scoring.ray_calibrator"):
+        again = RemoteExperience(calibrator_actor(name))
+    assert len(again) == 0 and "with its experience (executed codes: 1)" in caplog.text
+
+
 # ---------------------------------------------------------------------- the user's example
 def test_the_example_runs_and_shares_the_calibrator(cluster):
     shared = RemoteCalibrator(calibrator_actor(namespace="wmrl"))  # owned here, found by the example
-    before = shared.n_pairs
+    before, codes_before = shared.n_pairs, len(RemoteExperience(shared.handle))
     env = dict(os.environ, RAY_ADDRESS=ray.get_runtime_context().gcs_address)
     proc = subprocess.run([sys.executable, str(REPO / "docs" / "examples" / "ray_example.py")],
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=300, check=False)
@@ -479,6 +630,7 @@ def test_the_example_runs_and_shares_the_calibrator(cluster):
     assert summary["anchor_statuses"] == ["valid", "valid"]
     assert all(0 <= s <= 1 for s in summary["anchor_real_scores"] + summary["world_model_rewards"])
     assert summary["calibrator_pairs"] == shared.n_pairs == before + 2
+    assert summary["executed_codes"] == len(RemoteExperience(shared.handle)) == codes_before + 2
 
 
 # ---------------------------------------------------------------------- LIBERO-Long simulation workers

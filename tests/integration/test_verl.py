@@ -31,6 +31,7 @@ EXPECTED = [
     "test_estimator_weights_anchor_rows_only",
     "test_estimator_drops_infrastructure_failures",
     "test_registered_estimator_is_the_configured_core",
+    "test_reward_workers_share_the_experience_of_the_calibrator_actor",
 ]
 
 

@@ -4,8 +4,9 @@ Real verl 0.9.1 throughout: its config files composed with Hydra, its ``RewardLo
 loading the ``wmrl`` manager by name and scoring a ``DataProto`` the way its reward actors do,
 its estimator registry, and its own GRPO estimator as the reference. Anchors run in the
 bubblewrap sandbox, the world model is the shipped surrogate, and the calibrator is the
-process-wide one (``algorithm.wmrl.calibrator=null``): Ray's executor and calibrator actor are
-injected by name only (``executor``, ``calibrator``) and tested in tests/integration/test_ray.py.
+process-wide one (``algorithm.wmrl.calibrator=null``), except in the last check, where two reward
+workers share a calibrator actor on a local Ray: Ray's executor is injected by name only
+(``executor``) and tested, with the actor, in tests/integration/test_ray.py.
 
 Run: ``$(bash scripts/setup_verl.sh) -m pytest tests/integration/verl_checks.py``.
 """
@@ -35,6 +36,7 @@ from trainers import grpo
 from trainers.integrations import verl as wmrl_verl
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.scoring import HashSchedule, sample_weights
+from wmrl_envs.scoring.ray_calibrator import RemoteExperience
 from wmrl_envs.tasks import list_tasks
 
 pytestmark = pytest.mark.verl
@@ -305,3 +307,34 @@ def test_registered_estimator_is_the_configured_core(tokenizer_dir):
     advantages, _ = fn(token_level_rewards=rewards, response_mask=mask, index=index, config=config.algorithm)
     expected = wmrl_verl.wmrl_advantages(scores, index, wmrl_verl.estimator_core(settings))
     torch.testing.assert_close(advantages[:, 0], expected.float(), atol=TOLERANCE, rtol=0)
+
+
+# --------------------------------------------------------------------------- the calibrator actor
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import ray
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def test_reward_workers_share_the_experience_of_the_calibrator_actor(ray_cluster, tokenizer_dir, task):
+    """What one reward worker executed as an anchor, another reuses: one experience for the run."""
+    config = verl_config(example_overrides() + ["++algorithm.wmrl.executor=bwrap", "++algorithm.wmrl.anchor_fraction=0.5",
+                                                f"++algorithm.wmrl.calibrator=wmrl-calibrator-{os.getpid()}",
+                                                f"actor_rollout_ref.model.path={tokenizer_dir}"])
+    settings = wmrl_verl.VerlSettings.from_config(config.algorithm)
+    anchor, world = uids("anchor", 1, settings)[0], uids("world_model", 1, settings)[0]
+    linear = response(LINEAR.format(id=task.spec.id_column, y=task.spec.target_columns[0]))
+    first, second = RewardLoopWorker(config), RewardLoopWorker(config)
+    assert isinstance(second.reward_manager.core.scorer.experience, RemoteExperience)
+    [executed] = asyncio.run(first.compute_score_batch(data_proto(first.input_tokenizer, [(anchor, task.id, linear)])))
+    [reused] = asyncio.run(second.compute_score_batch(data_proto(second.input_tokenizer, [(world, task.id, linear)])))
+    ran, answered = executed["reward_extra_info"], reused["reward_extra_info"]
+    assert ran["stream"] == "anchor" and ran["real_score"] > 0
+    assert answered["stream"] == "world_model" and answered["real_score"] is None
+    assert answered["wm_score_raw"] == reused["reward_score"] == ran["real_score"]  # reused: no map moves it
+    assert second.reward_manager.core.calibrator.n_pairs == 1  # the same actor holds the anchor's pair

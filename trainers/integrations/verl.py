@@ -33,7 +33,9 @@ How groups are scored (``docs/architecture.md`` §2; nothing here scores on its 
   reaches the one calibrator, a named Ray actor (:mod:`wmrl_envs.scoring.ray_calibrator`), when
   its batch is fused. A world-model sample is calibrated with the pairs that arrived before
   its batch, so it may miss the pairs of anchors of the same step still running elsewhere:
-  the trainer's step-level ordering holds per batch, not per step.
+  the trainer's step-level ordering holds per batch, not per step. The same actor holds the
+  run's experience: a world-model sample whose code an anchor ran on any worker reuses its
+  outcome, and its neighbours' residuals correct predictions on every worker.
 * **Anchors execute through** ``make_executor(settings.executor)`` (``"ray"`` by default:
   :mod:`wmrl_envs.sandbox.ray_executor`, bubblewrap on the cluster's nodes).
 * **Held-out tasks** (the validation set of ``scripts/prepare_verl_data.py``) are always
@@ -84,7 +86,7 @@ from wmrl_envs.scoring import (
     sample_weights,
     shared_calibrator,
 )
-from wmrl_envs.scoring.ray_calibrator import RemoteCalibrator, calibrator_actor
+from wmrl_envs.scoring.ray_calibrator import RemoteCalibrator, RemoteExperience, calibrator_actor
 from wmrl_envs.task_spec import Task
 from wmrl_envs.tasks import get_task
 from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
@@ -123,7 +125,8 @@ class VerlSettings:
         world_model: World-model registry name (``wmrl_envs.world_models``).
         executor: Sandbox backend of anchor runs (``"ray"``, ``"bwrap"``).
         workers: Parallel executions per reward worker (default: one per core).
-        calibrator: Name of the calibrator actor every process shares. None: the process-wide
+        calibrator: Name of the calibrator actor every process shares, with the run's experience
+            (executed outcomes, neighbour residuals) it holds. None: the process-wide
             calibrator of ``verl/<world model>``, for a single process only (tests): verl's
             reward workers are separate processes and would each get their own.
         calibration: The calibrator's settings (``CalibratorConfig`` fields; None: defaults).
@@ -209,12 +212,18 @@ def make_core(settings: VerlSettings, calibrator: Calibrator | Any | None = None
               scorer: bool = True) -> ScoringCore:
     """A scoring core from the settings: hash schedule, calibrator, fusion and (``scorer``) a code scorer.
 
-    ``calibrator`` and ``executor`` override the settings' (a local Calibrator, ``"bwrap"``).
+    ``calibrator`` and ``executor`` override the settings' (a local Calibrator, ``"bwrap"``). With
+    the calibrator actor, the scorer's experience is the one the actor holds too, so that every
+    reward worker reuses and is corrected by the anchors any of them executed.
     """
-    code_scorer = (CodeScorer(settings.world_model, executor=executor or settings.executor, workers=settings.workers)
-                   if scorer else None)
-    return ScoringCore(HashSchedule(settings.anchor_fraction, settings.seed),
-                       calibrator if calibrator is not None else make_calibrator(settings),
+    if calibrator is None:
+        calibrator = make_calibrator(settings)
+    code_scorer = None
+    if scorer:
+        experience = RemoteExperience(calibrator.handle) if isinstance(calibrator, RemoteCalibrator) else None
+        code_scorer = CodeScorer(settings.world_model, executor=executor or settings.executor,
+                                 workers=settings.workers, experience=experience)
+    return ScoringCore(HashSchedule(settings.anchor_fraction, settings.seed), calibrator,
                        FusionConfig(settings.fusion_rule, w_max=settings.w_max, c=settings.c),
                        debias=settings.debias, denoise=settings.denoise, scorer=code_scorer)
 

@@ -151,15 +151,17 @@ def build_agent_image(tag: str, host: str | None = None, runtime: Runtime | None
     return _stream_into(argv, f"docker import of {tag}", lambda stdin: write_agent_tar(stdin, runtime))
 
 
-def grader_venv(source: Path, python: Path, folder: Path) -> Path:
-    """A venv at ``folder`` (made by ``python``) with the WMRL checkout ``source`` installed."""
+def wmrl_venv(source: Path, python: Path, folder: Path, extras: str = "") -> Path:
+    """A venv at ``folder`` (made by ``python``) with the WMRL checkout ``source`` installed, with
+    its ``extras`` (comma-separated) if any."""
     if not (source / "pyproject.toml").is_file():
         raise ConfigError(f"{source} is not a WMRL checkout (no pyproject.toml); pass the checkout's path")
     subprocess.run([str(python), "-m", "venv", str(folder)], check=True)
     pip = [str(folder / "bin" / "python"), "-m", "pip", "--disable-pip-version-check", "install", "-q"]
-    done = subprocess.run([*pip, str(source)], capture_output=True, text=True, check=False)
+    target = f"{source}[{extras}]" if extras else str(source)
+    done = subprocess.run([*pip, target], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise SandboxUnavailableError(f"installing {source} into the grader venv failed: {done.stderr[-2000:]}")
+        raise SandboxUnavailableError(f"installing {target} into a venv at {folder} failed: {done.stderr[-2000:]}")
     return folder
 
 
@@ -169,7 +171,7 @@ def build_grader_image(tag: str, agent: str, source: Path, host: str | None = No
     runtime = runtime if runtime is not None else load_runtime()
     docker = _docker(host)
     with tempfile.TemporaryDirectory(prefix="wmrl-grader-") as scratch:
-        venv = grader_venv(source, runtime.base_prefix / "bin" / "python3", Path(scratch) / "venv")
+        venv = wmrl_venv(source, runtime.base_prefix / "bin" / "python3", Path(scratch) / "venv")
         container = _run([*docker, "create", "--network", "none", agent, "/bin/true"], "docker create")
         try:
             def write(stdin: IO[bytes]) -> None:

@@ -45,7 +45,7 @@ from wmrl_envs.analysis.proofs import Prover
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading.runs import exception_message, judge_run
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, ExecutorPool, make_executor
-from wmrl_envs.scoring.experience import ExecutedOutcomes, NeighbourResiduals
+from wmrl_envs.scoring.experience import Experience
 from wmrl_envs.scoring.inflight import InFlightAnchors
 from wmrl_envs.scoring.results import ScoredGroup, ScoreResult, bounded, tail
 from wmrl_envs.task_spec import Task
@@ -101,20 +101,28 @@ class CodeScorer:
             executing them (False: every script is predicted or executed).
         execute_proved: Execute proved failures all the same, and take their outcome from the
             run (an audit of the prover: a run that contradicts a proof is logged).
-        reuse: Answer a world-model sample whose code this scorer already executed on its task
-            with that outcome (:mod:`~wmrl_envs.scoring.experience`), before any world model.
+        reuse: Answer a world-model sample whose code already ran in full on its task (in
+            ``experience``) with that outcome (:mod:`~wmrl_envs.scoring.experience`), before any
+            world model.
         neighbours: Move a world-model prediction by the residuals the world model made on
             executed anchors of the same task whose code differs from it only in numbers
             (:class:`~wmrl_envs.scoring.experience.NeighbourResiduals`; ``decided_by="neighbours"``).
         family_neighbours: Failing those, by the residuals of anchors of the same estimator
             family on the task. Off: measured, it did not help
             (``bench/results/family_neighbours.md``).
+        experience: Where reuse and neighbours read and record what executions taught (None: a
+            new :class:`~wmrl_envs.scoring.experience.Experience` of this scorer's own), e.g. a
+            :class:`~wmrl_envs.scoring.ray_calibrator.RemoteExperience` that every process of a
+            Ray job shares; its ``by_family`` must equal ``family_neighbours``.
     """
 
     def __init__(self, world_model: Any = DEFAULT_WORLD_MODEL, world_model_kwargs: dict[str, Any] | None = None,
                  executor: str = DEFAULT_EXECUTOR, workers: int | None = None, *, prove: bool = True,
                  execute_proved: bool = False, reuse: bool = True, neighbours: bool = True,
-                 family_neighbours: bool = False) -> None:
+                 family_neighbours: bool = False, experience: Experience | Any = None) -> None:
+        if experience is not None and experience.by_family != family_neighbours:
+            raise ConfigError(f"family_neighbours={family_neighbours}, but the experience given has "
+                              f"by_family={experience.by_family}")
         self._world_model_spec = world_model
         self._world_model_kwargs = dict(world_model_kwargs or {})
         self._world_model = None if isinstance(world_model, str) else world_model
@@ -124,8 +132,7 @@ class CodeScorer:
         self.execute_proved = execute_proved
         self.reuse = reuse
         self.neighbours = neighbours
-        self.experience = ExecutedOutcomes()
-        self.residuals = NeighbourResiduals(by_family=family_neighbours)
+        self.experience = experience if experience is not None else Experience(by_family=family_neighbours)
         self.prover = Prover()
         self._pool = None
         self._answers: dict[str, Any] = {}
@@ -201,6 +208,7 @@ class CodeScorer:
             self._submit(flight)
         if not wait and not flight.done():
             return False
+        executed = []
         for (gi, i), future in zip(flight.items, flight.futures or []):
             group, sample = flight.groups[gi], flight.scored[gi].samples[i]
             try:
@@ -209,7 +217,8 @@ class CodeScorer:
                 _time_out(sample, flight.timeout_s)
                 continue
             self._grade(group.task, sample, run)
-            self._learn(group.task, group.scripts[i], sample, flight.uncorrected.get((gi, i)))
+            executed.append((group.task, group.scripts[i], sample, flight.uncorrected.get((gi, i))))
+        self._learn(executed)
         flight.items, flight.futures = [], []  # landed: nothing is left to run or to submit again
         return True
 
@@ -226,8 +235,7 @@ class CodeScorer:
         out = [ScoredGroup(g.task.id, g.group_id, stream,
                            [ScoreResult(task_id=g.task.id, stream=stream) for _ in g.scripts])
                for g, stream in zip(groups, streams)]
-        predict: list[tuple[int, int]] = []
-        execute: list[tuple[int, int]] = []
+        unsettled: list[tuple[int, int]] = []
         for gi, (g, stream) in enumerate(zip(groups, streams)):
             for i, script in enumerate(g.scripts):
                 sample = out[gi].samples[i]
@@ -241,12 +249,17 @@ class CodeScorer:
                 sample.stratum = solution_family(script)
                 if self.prove and self._settle(g.task, script, sample) and not self.execute_proved:
                     continue
-                if stream == "world_model" and self.reuse and self._reuse(g.task, script, sample):
-                    continue
-                if stream in ("world_model", "anchor") and not sample.proved:
-                    predict.append((gi, i))
-                if stream in ("real", "anchor"):
-                    execute.append((gi, i))
+                unsettled.append((gi, i))
+        reused = self._reuse(groups, out, [(gi, i) for gi, i in unsettled if streams[gi] == "world_model"])
+        predict: list[tuple[int, int]] = []
+        execute: list[tuple[int, int]] = []
+        for gi, i in unsettled:
+            if (gi, i) in reused:
+                continue
+            if streams[gi] in ("world_model", "anchor") and not out[gi].samples[i].proved:
+                predict.append((gi, i))
+            if streams[gi] in ("real", "anchor"):
+                execute.append((gi, i))
         uncorrected = self._predict(groups, out, predict)
         if choose is not None:
             execute += self._promote(groups, out, choose)
@@ -312,17 +325,25 @@ class CodeScorer:
             sample.wm_status, sample.wm_stage = proof.status, "proof"
         return True
 
-    def _reuse(self, task: Task, script: str, sample: ScoreResult) -> bool:
-        """Answer a world-model sample with its code's executed outcome on the task; False when
-        the code never ran there. The outcome is exact (``proved``): no map may move it."""
-        known = self.experience.lookup(task.id, script)
-        if known is None:
-            return False
-        sample.status, sample.exception, sample.error = known.status, known.exception, known.error
-        sample.wm_score_raw = known.real_score  # nothing ran now: no raw metric of this step
-        sample.p_valid = 1.0 if known.status == outcome.VALID else 0.0
-        sample.proved, sample.decided_by = True, "reuse"
-        return True
+    def _reuse(self, groups: Sequence[CodeGroup], out: list[ScoredGroup],
+               items: list[tuple[int, int]]) -> set[tuple[int, int]]:
+        """Answer the world-model samples whose code already ran in full on their task with that
+        outcome (one lookup for the batch); returns those answered. The outcome is exact
+        (``proved``): no map may move it."""
+        if not (self.reuse and items):
+            return set()
+        known = self.experience.lookup([(groups[gi].task.id, groups[gi].scripts[i]) for gi, i in items])
+        reused = set()
+        for (gi, i), executed in zip(items, known):
+            if executed is None:
+                continue
+            sample = out[gi].samples[i]
+            sample.status, sample.exception, sample.error = executed.status, executed.exception, executed.error
+            sample.wm_score_raw = executed.real_score  # nothing ran now: no raw metric of this step
+            sample.p_valid = 1.0 if executed.status == outcome.VALID else 0.0
+            sample.proved, sample.decided_by = True, "reuse"
+            reused.add((gi, i))
+        return reused
 
     def _predict(self, groups: Sequence[CodeGroup], out: list[ScoredGroup],
                  items: list[tuple[int, int]]) -> dict[tuple[int, int], float]:
@@ -334,6 +355,7 @@ class CodeScorer:
         predictions = self.world_model.predict([groups[gi].task for gi, _ in items],
                                                [groups[gi].scripts[i] for gi, i in items])
         cpu_each = (time.process_time() - cpu0) / len(items)
+        correct: list[tuple[int, int]] = []
         for (gi, i), p in zip(items, predictions):
             sample = out[gi].samples[i]
             sample.cost["world_model_s"] = sample.cost.get("world_model_s", 0.0) + p.cost_s
@@ -352,17 +374,23 @@ class CodeScorer:
             sample.error = bounded(p.message if p.status != outcome.VALID and p.message else p.error)
             uncorrected[(gi, i)] = sample.wm_score_raw
             if self.neighbours and not p.proved:
-                self._correct_by_neighbours(groups[gi].task, groups[gi].scripts[i], sample)
+                correct.append((gi, i))
+        self._correct_by_neighbours(groups, out, correct)
         return uncorrected
 
-    def _correct_by_neighbours(self, task: Task, script: str, sample: ScoreResult) -> None:
-        """Move the raw prediction by its executed neighbours' residuals (the scoring core maps or
-        clips it into the reward's range, as any raw score)."""
-        shift, n = self.residuals.correction(task.id, script, predicted_valid=sample.status == outcome.VALID)
-        if n == 0:
+    def _correct_by_neighbours(self, groups: Sequence[CodeGroup], out: list[ScoredGroup],
+                               items: list[tuple[int, int]]) -> None:
+        """Move the raw predictions by their executed neighbours' residuals (one query for the
+        batch; the scoring core maps or clips them into the reward's range, as any raw score)."""
+        if not items:
             return
-        sample.wm_score_raw += shift
-        sample.decided_by = sample.wm_stage = "neighbours"
+        corrections = self.experience.corrections([
+            (groups[gi].task.id, groups[gi].scripts[i], out[gi].samples[i].status == outcome.VALID) for gi, i in items])
+        for (gi, i), (shift, n) in zip(items, corrections):
+            if n > 0:
+                sample = out[gi].samples[i]
+                sample.wm_score_raw += shift
+                sample.decided_by = sample.wm_stage = "neighbours"
 
     def _execute(self, groups: Sequence[CodeGroup], out: list[ScoredGroup], items: list[tuple[int, int]],
                  uncorrected: Mapping[tuple[int, int], float]) -> None:
@@ -371,30 +399,29 @@ class CodeScorer:
         runs = self.pool.run_batch([(groups[gi].scripts[i], groups[gi].task) for gi, i in items])
         for (gi, i), run in zip(items, runs):
             self._grade(groups[gi].task, out[gi].samples[i], run)
-            self._learn(groups[gi].task, groups[gi].scripts[i], out[gi].samples[i], uncorrected.get((gi, i)))
+        self._learn([(groups[gi].task, groups[gi].scripts[i], out[gi].samples[i], uncorrected.get((gi, i)))
+                     for gi, i in items])
 
-    def _learn(self, task: Task, script: str, sample: ScoreResult, uncorrected: float | None) -> None:
-        """What an executed sample teaches: its outcome under its code, and (for an anchor) the
-        world model's residual against its raw score before any neighbour correction."""
-        self.experience.record(task.id, script, sample)
-        observe = getattr(self._world_model, "observe_execution", None)  # a world model that prices its own runs
-        if observe is not None and sample.executed and not sample.infra_failure:
-            observe(task.id, sample.cost.get("execution_cpu_s", math.nan))
-        if uncorrected is not None and not sample.infra_failure and sample.real_score is not None:
-            self.residuals.record(task.id, script, uncorrected, sample.real_score,
-                                  both_valid=sample.status == outcome.VALID and sample.wm_status == outcome.VALID)
+    def _learn(self, executed: list[tuple[Task, str, ScoreResult, float | None]]) -> None:
+        """What a batch's executed samples teach, each ``(task, script, sample, uncorrected)``: the
+        experience (:meth:`Experience.record`, one call), and the run's CPU to a world model that
+        prices its own runs."""
+        if not executed:
+            return
+        self.experience.record([(task.id, script, sample, uncorrected) for task, script, sample, uncorrected in executed])
+        observe = getattr(self._world_model, "observe_execution", None)
+        for task, _, sample, _ in executed:
+            if observe is not None and sample.executed and not sample.infra_failure:
+                observe(task.id, sample.cost.get("execution_cpu_s", math.nan))
 
     def state_dict(self) -> dict[str, Any]:
-        """What the run taught the scorer: its executed outcomes and its world model's state (if any)."""
+        """What the run taught the scorer: its experience (executed outcomes, neighbour residuals)
+        and its world model's state (if any)."""
         model = self._world_model if hasattr(self._world_model, "state_dict") else None
-        return {"experience": self.experience.state_dict(), "residuals": self.residuals.state_dict(),
-                "world_model": model.state_dict() if model else None}
+        return {**self.experience.state_dict(), "world_model": model.state_dict() if model else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.experience.load_state_dict(state["experience"])
-        self.residuals = NeighbourResiduals(by_family=self.residuals.by_family)
-        if state.get("residuals") is not None:  # a checkpoint from before neighbour corrections has none
-            self.residuals.load_state_dict(state["residuals"])
+        self.experience.load_state_dict(state)
         if state.get("world_model") is not None:
             self.world_model.load_state_dict(state["world_model"])
 

@@ -25,16 +25,21 @@ judgement it moved 13-15% of anchors and changed the last third's Spearman by +0
 and the sample-run run ended 0.067 lower (``bench/results/family_neighbours.md``). An anchor is
 corrected only from anchors of earlier batches, so the calibrator's pair for it stays out of
 sample.
+
+:class:`Experience` holds both and is asked and fed a batch at a time. A scorer holds one of its
+own, or a :class:`~wmrl_envs.scoring.ray_calibrator.RemoteExperience`: the one a Ray job's
+calibrator actor holds for every process, which a batch then costs one round trip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from wmrl_envs import outcome
 from wmrl_envs.analysis.code_features import solution_family
 from wmrl_envs.analysis.script import ScriptTable, code_key, shape_key
 from wmrl_envs.scoring.results import ScoreResult
@@ -199,3 +204,47 @@ class NeighbourResiduals:
         self._families.load_rows(state.get("families", []))
         self._prior_pairs = {}
 
+
+class Experience:
+    """What a run's executions taught, both parts (:class:`ExecutedOutcomes`, :class:`NeighbourResiduals`),
+    asked and fed a batch at a time."""
+
+    def __init__(self, by_family: bool = False) -> None:
+        self.outcomes = ExecutedOutcomes()
+        self.residuals = NeighbourResiduals(by_family)
+
+    @property
+    def by_family(self) -> bool:
+        return self.residuals.by_family
+
+    def __len__(self) -> int:
+        """Codes executed, each on its task."""
+        return len(self.outcomes)
+
+    def lookup(self, scripts: Sequence[tuple[str, str]]) -> list[ExecutedOutcome | None]:
+        """The executed outcome of each ``(task id, script)``; None where that code never ran on that task."""
+        return [self.outcomes.lookup(task_id, script) for task_id, script in scripts]
+
+    def corrections(self, predictions: Sequence[tuple[str, str, bool]]) -> list[tuple[float, int]]:
+        """:meth:`NeighbourResiduals.correction` of each ``(task id, script, predicted valid)``."""
+        return [self.residuals.correction(task_id, script, valid) for task_id, script, valid in predictions]
+
+    def record(self, executed: Sequence[tuple[str, str, ScoreResult, float | None]]) -> None:
+        """Learn from executed samples, each ``(task id, script, sample, uncorrected)``: its outcome
+        under its code and, for an anchor, the world model's residual against ``uncorrected``, its
+        raw score before any neighbour correction (None: the sample was not predicted)."""
+        for task_id, script, sample, uncorrected in executed:
+            self.outcomes.record(task_id, script, sample)
+            if uncorrected is not None and not sample.infra_failure and sample.real_score is not None:
+                self.residuals.record(task_id, script, uncorrected, sample.real_score,
+                                      both_valid=sample.status == outcome.VALID and sample.wm_status == outcome.VALID)
+
+    def state_dict(self) -> dict[str, Any]:
+        # The keys of a CodeScorer's checkpoints since reuse came ("experience": the executed outcomes).
+        return {"experience": self.outcomes.state_dict(), "residuals": self.residuals.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.outcomes.load_state_dict(state["experience"])
+        self.residuals = NeighbourResiduals(self.by_family)
+        if state.get("residuals") is not None:  # a checkpoint from before neighbour corrections has none
+            self.residuals.load_state_dict(state["residuals"])
