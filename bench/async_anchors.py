@@ -11,6 +11,9 @@ load falls on every bound alike. Per run it records:
   submitted at), the pairs the calibrator holds at the end and the anchor groups that landed too
   stale to train.
 
+Each run records how its anchors landed (:data:`LANDING`; runs from before the rule have none and
+landed as soon as they were ready), and the report keeps the rules apart.
+
 Each run's summary goes to ``bench/results/async_anchors.jsonl.xz`` (:mod:`bench.archive`) as it
 finishes, and a rerun skips what is there; the report is ``async_anchors.{json,md}``: per bound,
 mean ± SE over seeds, and each seed's training wall over its bound-0 run's.
@@ -38,6 +41,9 @@ from wmrl_envs.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
 RUNS = RESULTS / "async_anchors"
+#: How anchors land, recorded per run since the rule changed (runs without it landed as they came in).
+LANDING = "exactly K steps late"
+FORMER_LANDING = "as ready (before 2026-12-06)"
 
 
 def run_once(seed: int, bound: int) -> dict:
@@ -69,20 +75,25 @@ def run_once(seed: int, bound: int) -> dict:
             "staleness_samples": {str(k): v for k, v in sorted(staleness.items())},
             "calibrator_pairs": float(steps[-1]["calibration/n_pairs"]),
             "dropped_stale_groups": sum(float(r.get("anchors/dropped_stale") or 0.0) for r in steps),
-            "machine": provenance(), "loadavg_1m_at_end": os.getloadavg()[0]}
+            "landing": LANDING, "machine": provenance(), "loadavg_1m_at_end": os.getloadavg()[0]}
+
+
+def landing(run: dict) -> str:
+    return run.get("landing", FORMER_LANDING)
 
 
 def summarise(runs: list[dict]) -> list[dict]:
-    """Per bound: mean ± SE over seeds, and the per-seed ratio of bound 0's training wall to its own."""
-    base = {r["seed"]: r["train_wall_s"] for r in runs if r["max_staleness"] == 0}
+    """Per landing rule and bound: mean ± SE over seeds, and the per-seed ratio of bound 0's training
+    wall (same rule, run beside it) to its own."""
     rows = []
-    for bound in sorted({r["max_staleness"] for r in runs}):
-        mine = sorted((r for r in runs if r["max_staleness"] == bound), key=lambda r: r["seed"])
+    for rule, bound in sorted({(landing(r), r["max_staleness"]) for r in runs}):
+        base = {r["seed"]: r["train_wall_s"] for r in runs if r["max_staleness"] == 0 and landing(r) == rule}
+        mine = sorted((r for r in runs if r["max_staleness"] == bound and landing(r) == rule), key=lambda r: r["seed"])
         speedups = [base[r["seed"]] / r["train_wall_s"] for r in mine if r["seed"] in base]
         staleness = Counter()
         for r in mine:
             staleness.update({int(k): v for k, v in r["staleness_samples"].items()})
-        rows.append({"max_staleness": bound, "seeds": [r["seed"] for r in mine],
+        rows.append({"landing": rule, "max_staleness": bound, "seeds": [r["seed"] for r in mine],
                      **{key: mean_se([r[key] for r in mine]) for key in
                         ("train_wall_s", "job_wall_s", "train_cpu_s", "cpu_bound_wall_s", "heldout_trained",
                          "calibrator_pairs", "dropped_stale_groups")},
@@ -98,14 +109,17 @@ def markdown(rows: list[dict], runs: list[dict]) -> str:
              f"to back over the bounds on one machine ({runs[0]['cores']} cores); mean ± SE over seeds. Training "
              "wall: the steps' elapsed time; its bound on this machine is the training's CPU-seconds over the "
              "cores. Speedup: each seed's bound-0 training wall over its own. Staleness: anchor samples by the "
-             "steps between submission and landing.", "",
-             "| max staleness | seeds | training wall (s) | speedup | CPU-s / cores | job wall (s) | held-out trained "
-             "| calibrator pairs | groups dropped as stale | staleness (samples) |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "steps between submission and landing. Landing: since 2026-12-06 a batch lands exactly K steps after "
+             "its step (the last step lands all); before, as soon as it was ready. Bound 0 is synchronous under "
+             "either rule; each rule's speedups are against its own bound-0 runs, made beside them.", "",
+             "| landing | max staleness | seeds | training wall (s) | speedup | CPU-s / cores | job wall (s) "
+             "| held-out trained | calibrator pairs | groups dropped as stale | staleness (samples) |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         speedup = "—" if r["speedup_vs_synchronous"] is None else f"{fmt(r['speedup_vs_synchronous'], 2)}x"
         staleness = ", ".join(f"{k}: {v}" for k, v in r["staleness_samples"].items())
-        lines.append(f"| {r['max_staleness']} | {', '.join(map(str, r['seeds']))} | {fmt(r['train_wall_s'])} | "
+        lines.append(f"| {r['landing']} | {r['max_staleness']} | {', '.join(map(str, r['seeds']))} | "
+                     f"{fmt(r['train_wall_s'])} | "
                      f"{speedup} | {fmt(r['cpu_bound_wall_s'])} | {fmt(r['job_wall_s'])} | "
                      f"{fmt(r['heldout_trained'], 3)} | {fmt(r['calibrator_pairs'], 0)} | "
                      f"{fmt(r['dropped_stale_groups'], 0)} | {staleness} |")
@@ -121,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     for seed in args.seeds:
         for bound in args.bounds:
-            name = f"s{seed}-k{bound}.json"
+            name = f"s{seed}-k{bound}-exact.json"  # runs without "-exact" landed as ready (FORMER_LANDING)
             if name in read_runs(RUNS):
                 print(f"{name}: already there, skipped")
                 continue
