@@ -89,16 +89,18 @@ class MemoScorer(CodeScorer):
             if not out[gi].samples[i].infra_failure:  # an infrastructure failure is not an outcome
                 self.memo.store(key, out[gi].samples[i])
         ran = set(first.values())
+        replayed = []
         for gi, i in (item for item in items if item not in ran):
             sample, key = out[gi].samples[i], keys[(gi, i)]
             if key in self.memo.entries:
                 self.memo.restore(key, sample)
-                # A replayed run teaches what running it would have: the scorer learns from it too.
-                self._learn(groups[gi].task, groups[gi].scripts[i], sample, uncorrected.get((gi, i)))
+                replayed.append((groups[gi].task, groups[gi].scripts[i], sample, uncorrected.get((gi, i))))
                 self.reused += 1
             else:  # its twin in this batch failed for the infrastructure: no outcome for either
                 twin = first[key]
                 sample.infra_failure, sample.error = True, out[twin[0]].samples[twin[1]].error
+        # A replayed run teaches what running it would have: the scorer learns from it too.
+        self._learn(replayed)
         self.ran += len(first)
 
 
