@@ -577,17 +577,6 @@ def test_the_shared_experience_survives_a_restart_and_moves_through_a_checkpoint
     assert resumed.state_dict() == state and len(RemoteExperience(fresh)) == len(local) > 0
 
 
-def test_the_experience_keeps_the_actors_family_setting(cluster):
-    name = f"cal-{uuid.uuid4().hex}"
-    handle = calibrator_actor(name, family_neighbours=True)
-    assert RemoteExperience(handle).by_family and calibrator_actor(name) is not None
-    with pytest.raises(ConfigError, match="family_neighbours=True"):
-        calibrator_actor(name, family_neighbours=False)
-    with pytest.raises(ConfigError, match="by_family=True"):
-        CodeScorer(FixedWorldModel(), experience=RemoteExperience(handle))
-    assert CodeScorer(FixedWorldModel(), family_neighbours=True, experience=RemoteExperience(handle)).experience.by_family
-
-
 def test_a_lost_actor_leaves_the_world_model_to_predict_and_drops_records(cluster, mle_task, caplog):
     name = f"cal-{uuid.uuid4().hex}"
     linear, restyled, neighbour = _linear_scripts(mle_task)

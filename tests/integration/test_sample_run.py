@@ -202,20 +202,16 @@ def test_a_world_model_sample_whose_code_ran_in_full_gets_that_outcome_exactly_a
     assert predicted.decided_by == "sample_run" and not predicted.proved
 
 
-def test_a_prediction_moves_by_the_residual_of_an_executed_neighbour_of_its_shape_or_family(task):
+def test_a_prediction_moves_by_the_residual_of_an_executed_neighbour_of_its_shape(task):
     """An anchor executed, then world-model samples of the same task: the same program with other
     numbers is corrected by the anchor's residual (out of sample: the anchor's own pair used the
-    prediction made before it ran); with the family level on, a program with another feature list
-    and the same estimator family, by its family's; a program of another family is not; and the
-    corrections survive a resume."""
+    prediction made before it ran), after a resume too; a program with another feature list (the
+    same estimator, another shape) is not."""
     from wmrl_envs.scoring.experience import DEFAULT_PRIOR_PAIRS
 
     other_numbers = VALID.replace("max_iter=500", "max_iter=300")
     other_features = VALID.replace('"yearacc"]', '"yearacc", "airbag"]')
-    other_family = VALID.replace("from sklearn.linear_model import LogisticRegression",
-                                 "from sklearn.ensemble import RandomForestClassifier").replace(
-                                 "LogisticRegression(max_iter=500)", "RandomForestClassifier(n_estimators=50)")
-    scorer = CodeScorer("surrogate", family_neighbours=True)
+    scorer = CodeScorer("surrogate")
     try:
         anchor = scorer.score([CodeGroup(task, [VALID], "a")], ["anchor"])[0].samples[0]
         assert anchor.executed and anchor.decided_by == "execution" and anchor.wm_stage == "world_model"
@@ -223,28 +219,20 @@ def test_a_prediction_moves_by_the_residual_of_an_executed_neighbour_of_its_shap
         state = scorer.state_dict()
         plain = CodeScorer("surrogate", neighbours=False)
         try:
-            uncorrected = plain.score([CodeGroup(task, [other_numbers, other_features], "p")],
-                                      ["world_model"])[0].samples
+            [before] = plain.score([CodeGroup(task, [other_numbers], "p")], ["world_model"])[0].samples
         finally:
             plain.close()
     finally:
         scorer.close()
-    resumed, by_default = CodeScorer("surrogate", family_neighbours=True), CodeScorer("surrogate")
+    resumed = CodeScorer("surrogate")
     resumed.load_state_dict(state)
-    by_default.load_state_dict(state)
     try:
-        by_shape, by_family, unmoved = resumed.score([CodeGroup(task, [other_numbers, other_features, other_family],
-                                                                "w")], ["world_model"])[0].samples
-        shape_only = by_default.score([CodeGroup(task, [other_numbers, other_features], "d")], ["world_model"])[0].samples
+        moved, unmoved = resumed.score([CodeGroup(task, [other_numbers, other_features], "w")],
+                                       ["world_model"])[0].samples
     finally:
         resumed.close()
-        by_default.close()
-    # The family level is off by default: the shape's neighbour still moves a prediction, the family's does not.
-    assert [s.decided_by for s in shape_only] == ["neighbours", "world_model"]
     residual = anchor.real_score - anchor.wm_score_raw
     assert abs(residual) > 0.01  # the surrogate is not exact here, so a correction has work to do
-    for moved, before in zip((by_shape, by_family), uncorrected):
-        assert before.status == outcome.VALID  # a family's residual moves predictions of valid runs only
-        assert (moved.decided_by, moved.wm_stage, moved.proved, moved.executed) == ("neighbours", "neighbours", False, False)
-        assert moved.wm_score_raw == pytest.approx(before.wm_score_raw + 1 / (1 + DEFAULT_PRIOR_PAIRS) * residual, abs=1e-9)
+    assert (moved.decided_by, moved.wm_stage, moved.proved, moved.executed) == ("neighbours", "neighbours", False, False)
+    assert moved.wm_score_raw == pytest.approx(before.wm_score_raw + 1 / (1 + DEFAULT_PRIOR_PAIRS) * residual, abs=1e-9)
     assert unmoved.decided_by == "world_model"

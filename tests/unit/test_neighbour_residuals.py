@@ -115,71 +115,14 @@ FOREST = ("from sklearn.ensemble import RandomForestRegressor\nmodel = RandomFor
           "{extra}")
 
 
-def test_a_new_shape_falls_back_to_its_estimator_familys_residuals_on_the_task():
-    residuals = NeighbourResiduals(by_family=True)
-    residuals.record("t", FOREST.format(n=100, extra=""), 0.3, 0.7)
-    residuals.record("t", FOREST.format(n=100, extra="model.fit(X, y)\n"), 0.4, 0.6)
-    unseen_shape = FOREST.format(n=5, extra="import pandas as pd\n")
-    shift, n = residuals.correction("t", unseen_shape)
-    assert n == 2 and shift == pytest.approx(2 / (2 + DEFAULT_PRIOR_PAIRS) * 0.3)
-    assert residuals.correction("u", unseen_shape) == (0.0, 0)  # another task
-    boosting = "from sklearn.ensemble import HistGradientBoostingRegressor\nm = HistGradientBoostingRegressor()\n"
-    assert residuals.correction("t", boosting) == (0.0, 0)  # another family
-    # A shape with anchors of its own answers by them, not by its family's.
-    assert residuals.correction("t", FOREST.format(n=7, extra="")) == pytest.approx(
-        (1 / (1 + DEFAULT_PRIOR_PAIRS) * 0.4, 1))
-
-
-def test_family_corrections_reduce_the_error_of_family_biased_predictions_on_shapes_never_executed():
-    """A synthetic world model whose error is a per-(task, family) bias plus noise: after a few
-    anchors of each family on each task, predictions of shapes no anchor had are closer to the truth."""
-    rng = np.random.default_rng(5)
-    families = ["RandomForestRegressor", "ExtraTreesRegressor", "Ridge", "KNeighborsRegressor"]
-    tasks = [f"t{i}" for i in range(6)]
-    bias = {(t, f): rng.normal(0, 0.2) for t in tasks for f in families}
-
-    def script(family: str, variant: int) -> str:
-        return f"from sklearn import x\nmodel = {family}()\n" + "".join(f"step{j} = {j}\n" for j in range(variant))
-
-    residuals = NeighbourResiduals(by_family=True)
-    for t in tasks:
-        for f in families:
-            for variant in range(3):  # three executed shapes of each family on each task
-                real = 0.6 + 0.05 * rng.standard_normal()
-                residuals.record(t, script(f, variant), real - bias[t, f] + 0.03 * rng.standard_normal(), real)
-    never_executed = [(t, script(f, 9), bias[t, f]) for t in tasks for f in families]
-    raw_error, corrected_error = prediction_errors(residuals, never_executed, rng, 3)
-    assert corrected_error < 0.5 * raw_error
-
-
-def test_family_residuals_round_trip_and_an_older_state_without_them_loads():
-    residuals = NeighbourResiduals(by_family=True)
-    residuals.record("t", FOREST.format(n=100, extra=""), 0.3, 0.7)
-    unseen_shape = FOREST.format(n=5, extra="import pandas as pd\n")
-    resumed = NeighbourResiduals(by_family=True)
-    resumed.load_state_dict(residuals.state_dict())
-    assert resumed.correction("t", unseen_shape) == residuals.correction("t", unseen_shape) != (0.0, 0)
-    older = {k: v for k, v in residuals.state_dict().items() if k != "families"}
-    from_older = NeighbourResiduals(by_family=True)
-    from_older.load_state_dict(older)
-    assert from_older.correction("t", unseen_shape) == (0.0, 0)
-    assert from_older.correction("t", FOREST.format(n=1, extra="")) == residuals.correction("t", FOREST.format(n=1, extra=""))
-
-
-def test_a_failure_teaches_only_its_own_shape_and_a_predicted_failure_takes_no_family_residual():
-    residuals = NeighbourResiduals(by_family=True)
-    crashed = FOREST.format(n=100, extra="raise ValueError\n")
-    residuals.record("t", crashed, 0.7, 0.0, both_valid=False)  # a crash's residual is its own code's
-    assert residuals.correction("t", FOREST.format(n=5, extra="")) == (0.0, 0)
-    assert residuals.correction("t", crashed.replace("100", "9"))[1] == 1  # its shape still learns it
-    residuals.record("t", FOREST.format(n=100, extra=""), 0.3, 0.7)
-    unseen_shape = FOREST.format(n=5, extra="import pandas as pd\n")
-    assert residuals.correction("t", unseen_shape)[1] == 1
-    assert residuals.correction("t", unseen_shape, predicted_valid=False) == (0.0, 0)
-
-
-def test_the_family_level_is_off_by_default():
+def test_only_the_same_shape_corrects_and_a_state_with_family_residuals_loads():
+    """A program of the same estimator but another shape gets no correction (the family level was
+    judged and removed); a checkpoint written while it existed still loads."""
     residuals = NeighbourResiduals()
     residuals.record("t", FOREST.format(n=100, extra=""), 0.3, 0.7)
     assert residuals.correction("t", FOREST.format(n=5, extra="import pandas as pd\n")) == (0.0, 0)
-    assert residuals.correction("t", FOREST.format(n=5, extra=""))[1] == 1  # its shape still answers
+    assert residuals.correction("t", FOREST.format(n=5, extra=""))[1] == 1  # its shape answers
+    older = residuals.state_dict() | {"families": [[["t", "forest"], {"n": 1, "mean": 0.4, "m2": 0.0}]]}
+    resumed = NeighbourResiduals()
+    resumed.load_state_dict(older)
+    assert resumed.correction("t", FOREST.format(n=5, extra="")) == residuals.correction("t", FOREST.format(n=5, extra=""))

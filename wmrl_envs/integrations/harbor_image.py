@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -41,7 +40,8 @@ from wmrl_envs.errors import ConfigError, SandboxUnavailableError
 from wmrl_envs.integrations.harbor import GRADER_VENV, RUNTIME_VENV, HarborImages
 from wmrl_envs.paths import wmrl_home
 from wmrl_envs.sandbox.bwrap import ETC_FILES
-from wmrl_envs.sandbox.docker_executor import INSTALL_HINT, START_HINT, skeleton_tar
+from wmrl_envs.sandbox.docker_cli import docker_cli, run_docker
+from wmrl_envs.sandbox.docker_executor import skeleton_tar
 from wmrl_envs.sandbox.launcher import agent_env
 from wmrl_envs.sandbox.runtime import Runtime, load_runtime
 
@@ -107,22 +107,6 @@ def _host_path(member: str, source: Path, arcname: str) -> str:
     return str(source) + member[len(arcname):]
 
 
-def _docker(host: str | None) -> list[str]:
-    docker = shutil.which("docker")
-    if docker is None:
-        raise SandboxUnavailableError(f"the docker CLI is not installed: {INSTALL_HINT}")
-    return [docker, "--host", host] if host else [docker]
-
-
-def _run(argv: list[str], what: str) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        detail = done.stderr.strip()[-2000:]
-        hint = f"; {START_HINT}" if "Cannot connect" in detail else ""
-        raise SandboxUnavailableError(f"{what} failed: {detail}{hint}")
-    return done.stdout.strip()
-
-
 def _stream_into(argv: list[str], what: str, write: Callable[[IO[bytes]], None]) -> str:
     """Run ``argv`` with ``write(stdin)`` streaming its input; its stdout, or SandboxUnavailableError."""
     with tempfile.TemporaryFile() as err, subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -146,7 +130,7 @@ def build_agent_image(tag: str, host: str | None = None, runtime: Runtime | None
     runtime = runtime if runtime is not None else load_runtime()
     env = agent_env(path=f"{RUNTIME_VENV}/bin:/usr/local/bin:/usr/bin:/bin", home="/root", tmpdir="/tmp")
     changes = [arg for key, value in env.items() for arg in ("--change", f"ENV {key}={value}")]
-    argv = [*_docker(host), "import", "--message", "WMRL Harbor agent base (host userland, agent runtime)",
+    argv = [*docker_cli(host), "import", "--message", "WMRL Harbor agent base (host userland, agent runtime)",
             *changes, "-", tag]
     return _stream_into(argv, f"docker import of {tag}", lambda stdin: write_agent_tar(stdin, runtime))
 
@@ -169,20 +153,28 @@ def build_grader_image(tag: str, agent: str, source: Path, host: str | None = No
                        runtime: Runtime | None = None) -> str:
     """The agent image ``agent`` plus a grader venv of ``source``, committed as ``tag``; returns its id."""
     runtime = runtime if runtime is not None else load_runtime()
-    docker = _docker(host)
     with tempfile.TemporaryDirectory(prefix="wmrl-grader-") as scratch:
         venv = wmrl_venv(source, runtime.base_prefix / "bin" / "python3", Path(scratch) / "venv")
-        container = _run([*docker, "create", "--network", "none", agent, "/bin/true"], "docker create")
-        try:
-            def write(stdin: IO[bytes]) -> None:
-                with tarfile.open(fileobj=stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-                    tar.add(venv, arcname=GRADER_VENV.lstrip("/"))
 
-            _stream_into([*docker, "cp", "-", f"{container}:/"], "docker cp of the grader venv", write)
-            return _run([*docker, "commit", "--message", "WMRL Harbor grader (WMRL and its dependencies)",
-                         container, tag], f"docker commit of {tag}")
-        finally:
-            _run([*docker, "rm", "--force", container], "docker rm")
+        def write(stdin: IO[bytes]) -> None:
+            with tarfile.open(fileobj=stdin, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+                tar.add(venv, arcname=GRADER_VENV.lstrip("/"))
+
+        return commit_layer(docker_cli(host), agent, tag, write, "WMRL Harbor grader (WMRL and its dependencies)")
+
+
+def commit_layer(cli: list[str], base: str, tag: str, write: Callable[[IO[bytes]], None], message: str,
+                 changes: tuple[str, ...] = ()) -> str:
+    """Commit ``base`` plus the tar stream ``write`` makes (extracted at ``/``) as ``tag``, with
+    ``docker commit``'s ``changes`` (Dockerfile instructions); returns the image id."""
+    container = run_docker(cli, "create", "--network", "none", base, "/bin/true", what="docker create").strip()
+    try:
+        _stream_into([*cli, "cp", "-", f"{container}:/"], f"docker cp of {tag}'s layer", write)
+        changed = [arg for change in changes for arg in ("--change", change)]
+        return run_docker(cli, "commit", "--message", message, *changed, container, tag,
+                          what=f"docker commit of {tag}").strip()
+    finally:
+        run_docker(cli, "rm", "--force", container, what="docker rm")
 
 
 def build_images(source: Path, host: str | None = None, images: HarborImages | None = None) -> HarborImages:
@@ -195,7 +187,7 @@ def build_images(source: Path, host: str | None = None, images: HarborImages | N
 
 
 def image_exists(tag: str, host: str | None = None) -> bool:
-    done = subprocess.run([*_docker(host), "image", "inspect", tag], capture_output=True, check=False)
+    done = subprocess.run([*docker_cli(host), "image", "inspect", tag], capture_output=True, check=False)
     return done.returncode == 0
 
 

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import IO
 
 from wmrl_envs.integrations.harbor import RUNTIME_VENV
-from wmrl_envs.integrations.harbor_image import _docker, _run, _stream_into, build_agent_image, wmrl_venv
+from wmrl_envs.integrations.harbor_image import build_agent_image, commit_layer, wmrl_venv
+from wmrl_envs.sandbox.docker_cli import docker_cli
 from wmrl_envs.sandbox.runtime import Runtime, load_runtime
 from wmrl_envs.tasks.builtin import ensure_suite
 
@@ -55,19 +56,12 @@ def build_space_base_image(tag: str, source: Path, host: str | None = None, agen
     returns its id."""
     runtime = runtime if runtime is not None else load_runtime()
     suites = {suite: ensure_suite(suite) for suite in SUITES}  # generated on this host; the image carries them
-    docker = _docker(host)
     if agent is None:
         agent = f"{tag}-agent"
         build_agent_image(agent, host, runtime)
     with tempfile.TemporaryDirectory(prefix="wmrl-space-") as scratch:
         venv = wmrl_venv(source, runtime.base_prefix / "bin" / "python3", Path(scratch) / "venv", extras="openenv")
-        container = _run([*docker, "create", "--network", "none", agent, "/bin/true"], "docker create")
-        try:
-            _stream_into([*docker, "cp", "-", f"{container}:/"], "docker cp of the Space's venv",
-                         lambda stdin: _write_layer(stdin, venv, suites))
-            changes = ["--change", f"ENV PATH={SPACE_VENV}/bin:/usr/local/bin:/usr/bin:/bin",
-                       "--change", f"ENV WMRL_SEED_HOME={SEED_HOME}"]
-            return _run([*docker, "commit", "--message", "WMRL OpenEnv Space base (WMRL[openenv], tasks, runtime)",
-                         *changes, container, tag], f"docker commit of {tag}")
-        finally:
-            _run([*docker, "rm", "--force", container], "docker rm")
+        return commit_layer(docker_cli(host), agent, tag, lambda stdin: _write_layer(stdin, venv, suites),
+                            "WMRL OpenEnv Space base (WMRL[openenv], tasks, runtime)",
+                            changes=(f"ENV PATH={SPACE_VENV}/bin:/usr/local/bin:/usr/bin:/bin",
+                                     f"ENV WMRL_SEED_HOME={SEED_HOME}"))

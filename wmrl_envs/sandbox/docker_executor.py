@@ -60,6 +60,7 @@ from wmrl_envs.errors import SandboxUnavailableError
 from wmrl_envs.sandbox import cgroups, identity
 from wmrl_envs.sandbox.base import RUN_DIR_PREFIX, ExecutionResult, ExecutionStatus, OutputTail
 from wmrl_envs.sandbox.bwrap import ETC_FILES, OS_DIRS, RUNTIME_MOUNT, WORKSPACE
+from wmrl_envs.sandbox.docker_cli import docker_cli, run_docker
 from wmrl_envs.sandbox.dockerd import mount_points
 from wmrl_envs.sandbox.launcher import (
     KILL_GRACE_S,
@@ -84,11 +85,6 @@ IMAGE_REPOSITORY = "wmrl-sandbox"
 RUN_PREFIX = f"{RUN_DIR_PREFIX}docker-"
 # Per-run cgroup parents live below this folder of every cgroup v1 hierarchy.
 CGROUP_PARENT = "wmrl-docker"
-INSTALL_HINT = "install it with `apt-get install docker.io` (or run `WMRL_SETUP_DOCKER=1 bash scripts/setup.sh`)"
-START_HINT = (
-    "start one (as root, `python -m wmrl_envs.sandbox.dockerd` runs a private engine and prints "
-    "its DOCKER_HOST), or point DOCKER_HOST or make_executor('docker', host=...) at a running one"
-)
 # How long a control command (inspect, rm, import) may take before the engine counts as unusable.
 CONTROL_TIMEOUT_S = 60.0
 # PID 1 of the container, with the rlimits as $1..$3. Its stdin is the CLI's, held open by this
@@ -173,11 +169,8 @@ class DockerExecutor:
     name = "docker"
 
     def __init__(self, runtime: Path | None = None, work_root: Path | None = None, host: str | None = None) -> None:
-        docker = shutil.which("docker")
-        if docker is None:
-            raise SandboxUnavailableError(f"the docker CLI is not installed: {INSTALL_HINT}")
         self.host = host
-        self._cli = [docker, "--host", host] if host else [docker]
+        self._cli = docker_cli(host)
         self._runtime_path = runtime
         self._runtime: Runtime | None = None
         self.work_root = Path(work_root) if work_root is not None else Path(tempfile.gettempdir())
@@ -224,17 +217,7 @@ class DockerExecutor:
 
     def _control(self, *args: str, data: bytes | None = None, failure: str = "a docker command failed") -> str:
         """Run a CLI command that is not a run; its stdout, or SandboxUnavailableError."""
-        try:
-            done = subprocess.run([*self._cli, *args], input=data, capture_output=True, timeout=CONTROL_TIMEOUT_S,
-                                  check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise SandboxUnavailableError(f"{failure}: `docker {args[0]}` took over {CONTROL_TIMEOUT_S:g} s") from exc
-        if done.returncode != 0:
-            where = f" at {self.host}" if self.host else ""
-            detail = done.stderr.decode(errors="replace").strip()[-2000:]
-            hint = f"; {START_HINT}" if "Cannot connect" in detail or "connection refused" in detail else ""
-            raise SandboxUnavailableError(f"{failure}{where} (`docker {args[0]}`): {detail}{hint}")
-        return done.stdout.decode(errors="replace")
+        return run_docker(self._cli, *args, what=failure, data=data, timeout_s=CONTROL_TIMEOUT_S)
 
     def _ensure_image(self) -> str:
         """The skeleton image, imported once per content (its tag is the tar's hash)."""

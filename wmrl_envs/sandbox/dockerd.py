@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wmrl_envs.errors import SandboxUnavailableError
+from wmrl_envs.sandbox.docker_cli import INSTALL_HINT
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "install it with `apt-get install docker.io` (or run `WMRL_SETUP_DOCKER=1 bash scripts/setup.sh`)"
 # sockaddr_un holds 108 bytes including the terminating NUL.
 _MAX_SOCKET_PATH = 107
 _STOP_TIMEOUT_S = 20.0

@@ -107,22 +107,16 @@ class CodeScorer:
         neighbours: Move a world-model prediction by the residuals the world model made on
             executed anchors of the same task whose code differs from it only in numbers
             (:class:`~wmrl_envs.scoring.experience.NeighbourResiduals`; ``decided_by="neighbours"``).
-        family_neighbours: Failing those, by the residuals of anchors of the same estimator
-            family on the task. Off: measured, it did not help
-            (``bench/results/family_neighbours.md``).
         experience: Where reuse and neighbours read and record what executions taught (None: a
             new :class:`~wmrl_envs.scoring.experience.Experience` of this scorer's own), e.g. a
             :class:`~wmrl_envs.scoring.ray_calibrator.RemoteExperience` that every process of a
-            Ray job shares; its ``by_family`` must equal ``family_neighbours``.
+            Ray job shares.
     """
 
     def __init__(self, world_model: Any = DEFAULT_WORLD_MODEL, world_model_kwargs: dict[str, Any] | None = None,
                  executor: str = DEFAULT_EXECUTOR, workers: int | None = None, *, prove: bool = True,
                  execute_proved: bool = False, reuse: bool = True, neighbours: bool = True,
-                 family_neighbours: bool = False, experience: Experience | Any = None) -> None:
-        if experience is not None and experience.by_family != family_neighbours:
-            raise ConfigError(f"family_neighbours={family_neighbours}, but the experience given has "
-                              f"by_family={experience.by_family}")
+                 experience: Experience | Any = None) -> None:
         self._world_model_spec = world_model
         self._world_model_kwargs = dict(world_model_kwargs or {})
         self._world_model = None if isinstance(world_model, str) else world_model
@@ -132,7 +126,7 @@ class CodeScorer:
         self.execute_proved = execute_proved
         self.reuse = reuse
         self.neighbours = neighbours
-        self.experience = experience if experience is not None else Experience(by_family=family_neighbours)
+        self.experience = experience if experience is not None else Experience()
         self.prover = Prover()
         self._pool = None
         self._answers: dict[str, Any] = {}
@@ -384,8 +378,7 @@ class CodeScorer:
         batch; the scoring core maps or clips them into the reward's range, as any raw score)."""
         if not items:
             return
-        corrections = self.experience.corrections([
-            (groups[gi].task.id, groups[gi].scripts[i], out[gi].samples[i].status == outcome.VALID) for gi, i in items])
+        corrections = self.experience.corrections([(groups[gi].task.id, groups[gi].scripts[i]) for gi, i in items])
         for (gi, i), (shift, n) in zip(items, corrections):
             if n > 0:
                 sample = out[gi].samples[i]

@@ -16,13 +16,10 @@ prediction of that shape on that task moves by the neighbours' mean residual, sh
 0 by empirical Bayes (:func:`prior_pairs`): ``raw + n / (n + k) * mean``. The shrinkage ``k`` is
 the within-shape residual variance over the between-shape one, measured on the run's own anchors,
 so a world model whose errors are shared by a shape's variants is corrected nearly in full and one
-whose errors are noise is left alone. With ``by_family``, a prediction of a valid run whose
-shape no anchor had falls back to the residuals of its estimator family on the task (anchors
-that ran and were predicted valid;
-:func:`~wmrl_envs.analysis.code_features.solution_family`: the forests, the boosting models, the
-linear ones, ...), shrunk the same way over families. It is off by default: in its registered
-judgement it moved 13-15% of anchors and changed the last third's Spearman by +0.02 and -0.01,
-and the sample-run run ended 0.067 lower (``bench/results/family_neighbours.md``). An anchor is
+whose errors are noise is left alone. (A fallback to the residuals of the script's estimator
+family on the task was judged once and removed: it moved 13-15% of anchors, changed the last
+third's Spearman by +0.02 and -0.01, and the sample-run run ended 0.067 lower,
+``bench/results/family_neighbours.md``.) An anchor is
 corrected only from anchors of earlier batches, so the calibrator's pair for it stays out of
 sample.
 
@@ -39,8 +36,6 @@ from typing import Any
 
 import numpy as np
 
-from wmrl_envs import outcome
-from wmrl_envs.analysis.code_features import solution_family
 from wmrl_envs.analysis.script import ScriptTable, code_key, shape_key
 from wmrl_envs.scoring.results import ScoreResult
 
@@ -132,90 +127,60 @@ def prior_pairs(summaries: list[ResidualSummary]) -> float:
 
 
 class NeighbourResiduals:
-    """The world model's residuals on executed anchors by ``(task id, shape key)`` and, with
-    ``by_family``, by ``(task id, estimator family)``; and the correction they give a new
-    prediction: its shape's on the task, or failing that its family's."""
+    """The world model's residuals on executed anchors by ``(task id, shape key)``, and the
+    correction they give a new prediction of a shape already executed on its task."""
 
-    def __init__(self, by_family: bool = False) -> None:
-        self.by_family = by_family
+    def __init__(self) -> None:
         self._shapes = ScriptTable(ResidualSummary, MAX_OUTCOMES)
-        self._families = ScriptTable(ResidualSummary, MAX_OUTCOMES)
-        self._prior_pairs: dict[str, float] = {}  # by level, measured lazily, reset by every record
+        self._prior_pairs: float | None = None  # measured lazily, reset by every record
 
     def __len__(self) -> int:
         return len(self._shapes)
 
-    def record(self, task_id: str, script: str, wm_raw: float, real: float, both_valid: bool = True) -> None:
-        """Learn an executed anchor's residual from its world-model raw score (uncorrected).
-        ``both_valid``: the anchor ran valid and was predicted valid; only such a residual is a
-        valid score's error, which is what its family's other codes share (a failure is its own
-        code's)."""
+    def record(self, task_id: str, script: str, wm_raw: float, real: float) -> None:
+        """Learn an executed anchor's residual from its world-model raw score (uncorrected)."""
         shape = shape_key(script)
         if shape is None or not (np.isfinite(wm_raw) and np.isfinite(real)):
             return
-        family = solution_family(script) if both_valid and self.by_family else None
-        for table, key in ((self._shapes, shape), (self._families, family)):
-            if key is None:  # no known estimator: a family of unknown models would lump anything
-                continue
-            summary = table.get((task_id, key)) or ResidualSummary()
-            summary.add(float(real) - float(wm_raw))
-            table.put((task_id, key), summary)
-        self._prior_pairs = {}
+        summary = self._shapes.get((task_id, shape)) or ResidualSummary()
+        summary.add(float(real) - float(wm_raw))
+        self._shapes.put((task_id, shape), summary)
+        self._prior_pairs = None
 
     @property
     def prior_pairs(self) -> float:
         """The shrinkage of a shape's mean residual (:func:`prior_pairs`)."""
-        return self._level_prior("shape", self._shapes)
+        if self._prior_pairs is None:
+            self._prior_pairs = prior_pairs(list(self._shapes.values()))
+        return self._prior_pairs
 
-    @property
-    def family_prior_pairs(self) -> float:
-        """The shrinkage of an estimator family's mean residual on a task."""
-        return self._level_prior("family", self._families)
-
-    def _level_prior(self, level: str, table: ScriptTable) -> float:
-        if level not in self._prior_pairs:
-            self._prior_pairs[level] = prior_pairs(list(table.values()))
-        return self._prior_pairs[level]
-
-    def correction(self, task_id: str, script: str, predicted_valid: bool = True) -> tuple[float, int]:
+    def correction(self, task_id: str, script: str) -> tuple[float, int]:
         """What to add to a raw prediction of ``script`` on the task, and the neighbours behind it
-        (0 and 0 when no script of its shape, or for a prediction of a valid run of its family,
-        was executed there)."""
+        (0 and 0 when no script of its shape was executed there)."""
         if not len(self._shapes):  # nothing learned yet: no need to parse the script
             return 0.0, 0
         shape = shape_key(script)
-        if shape is None:
+        summary = None if shape is None else self._shapes.get((task_id, shape))
+        if summary is None:
             return 0.0, 0
-        if (summary := self._shapes.get((task_id, shape))) is not None:
-            k = self.prior_pairs
-        elif self.by_family and predicted_valid and (family := solution_family(script)) is not None and (
-                summary := self._families.get((task_id, family))):
-            k = self.family_prior_pairs
-        else:
-            return 0.0, 0
+        k = self.prior_pairs
         return summary.n / (summary.n + k) * summary.mean, summary.n
 
     def state_dict(self) -> dict[str, Any]:
-        return {"format": _STATE_FORMAT, "shapes": self._shapes.rows(), "families": self._families.rows()}
+        return {"format": _STATE_FORMAT, "shapes": self._shapes.rows()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._shapes.load_rows(state["shapes"])
-        # A checkpoint from before family residuals has none: they are learned from the next anchors.
-        self._families.load_rows(state.get("families", []))
-        self._prior_pairs = {}
+        self._shapes.load_rows(state["shapes"])  # a checkpoint's family residuals, if any, are not used
+        self._prior_pairs = None
 
 
 class Experience:
     """What a run's executions taught, both parts (:class:`ExecutedOutcomes`, :class:`NeighbourResiduals`),
     asked and fed a batch at a time."""
 
-    def __init__(self, by_family: bool = False) -> None:
+    def __init__(self) -> None:
         self.outcomes = ExecutedOutcomes()
-        self.residuals = NeighbourResiduals(by_family)
-
-    @property
-    def by_family(self) -> bool:
-        return self.residuals.by_family
+        self.residuals = NeighbourResiduals()
 
     def __len__(self) -> int:
         """Codes executed, each on its task."""
@@ -225,9 +190,9 @@ class Experience:
         """The executed outcome of each ``(task id, script)``; None where that code never ran on that task."""
         return [self.outcomes.lookup(task_id, script) for task_id, script in scripts]
 
-    def corrections(self, predictions: Sequence[tuple[str, str, bool]]) -> list[tuple[float, int]]:
-        """:meth:`NeighbourResiduals.correction` of each ``(task id, script, predicted valid)``."""
-        return [self.residuals.correction(task_id, script, valid) for task_id, script, valid in predictions]
+    def corrections(self, predictions: Sequence[tuple[str, str]]) -> list[tuple[float, int]]:
+        """:meth:`NeighbourResiduals.correction` of each ``(task id, script)``."""
+        return [self.residuals.correction(task_id, script) for task_id, script in predictions]
 
     def record(self, executed: Sequence[tuple[str, str, ScoreResult, float | None]]) -> None:
         """Learn from executed samples, each ``(task id, script, sample, uncorrected)``: its outcome
@@ -236,8 +201,7 @@ class Experience:
         for task_id, script, sample, uncorrected in executed:
             self.outcomes.record(task_id, script, sample)
             if uncorrected is not None and not sample.infra_failure and sample.real_score is not None:
-                self.residuals.record(task_id, script, uncorrected, sample.real_score,
-                                      both_valid=sample.status == outcome.VALID and sample.wm_status == outcome.VALID)
+                self.residuals.record(task_id, script, uncorrected, sample.real_score)
 
     def state_dict(self) -> dict[str, Any]:
         # The keys of a CodeScorer's checkpoints since reuse came ("experience": the executed outcomes).
@@ -245,6 +209,6 @@ class Experience:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.outcomes.load_state_dict(state["experience"])
-        self.residuals = NeighbourResiduals(self.by_family)
+        self.residuals = NeighbourResiduals()
         if state.get("residuals") is not None:  # a checkpoint from before neighbour corrections has none
             self.residuals.load_state_dict(state["residuals"])

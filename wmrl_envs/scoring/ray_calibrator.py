@@ -79,12 +79,12 @@ class CalibratorHolder:
     """The actor's body: one Calibrator and one Experience, reached only through the forwarded
     names, their state saved after every change so that a restarted actor resumes it."""
 
-    def __init__(self, config: CalibratorConfig | None = None, family_neighbours: bool = False) -> None:
+    def __init__(self, config: CalibratorConfig | None = None) -> None:
         import ray  # noqa: PLC0415 - ray is the optional [ray] extra
 
         context = ray.get_runtime_context()
         self.calibrator = Calibrator(config)
-        self.experience = Experience(by_family=family_neighbours)
+        self.experience = Experience()
         # Changes applied (the experience's too: at worst a client fetches an unchanged map again):
         # a client's copy of the map is current while this is.
         self.version = 0
@@ -117,10 +117,9 @@ class CalibratorHolder:
                                        "experience": self.experience.state_dict()}))
         os.replace(partial, self._path)  # a crash mid-write leaves the last whole state
 
-    def describe(self) -> tuple[CalibratorConfig, bool, str | None]:
-        """The calibrator's config, whether the experience keeps family residuals, and whether
-        this actor replaced a lost one (why its state is empty)."""
-        return self.calibrator.config, self.experience.by_family, self.reset_note
+    def describe(self) -> tuple[CalibratorConfig, str | None]:
+        """The calibrator's config, and whether this actor replaced a lost one (why its state is empty)."""
+        return self.calibrator.config, self.reset_note
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         if name not in _READS:
@@ -175,27 +174,23 @@ def _actor_class():
 
 
 def calibrator_actor(name: str = DEFAULT_NAME, config: CalibratorConfig | None = None,
-                     namespace: str | None = None, family_neighbours: bool | None = None) -> Any:
+                     namespace: str | None = None) -> Any:
     """The named calibrator actor (an ActorHandle), created with ``config`` if none exists yet.
 
     ``namespace`` None is the caller's Ray namespace (shared by a job's driver and workers);
-    drivers of different jobs share one actor by naming the same namespace. ``family_neighbours``:
-    whether its experience keeps family residuals (:class:`~wmrl_envs.scoring.experience.NeighbourResiduals`;
-    None: the existing actor's, False for a new one). The actor lives as long as the process that
-    created it. A new actor that replaces a lost one of the same name in this Ray session logs
-    that the state was reset. Raises :class:`ConfigError` when ``config`` or ``family_neighbours``
+    drivers of different jobs share one actor by naming the same namespace. The actor lives as
+    long as the process that created it. A new actor that replaces a lost one of the same name in
+    this Ray session logs that the state was reset. Raises :class:`ConfigError` when ``config``
     differs from the existing actor's, and :class:`MissingDependencyError` without an initialised Ray.
     """
     ray = _ray()
     handle = _actor_class().options(name=name, namespace=namespace, get_if_exists=True).remote(
-        config, bool(family_neighbours))
-    existing, by_family, reset_note = ray.get(handle.describe.remote())
+        config)
+    existing, reset_note = ray.get(handle.describe.remote())
     if reset_note is not None:
         log.warning(reset_note)
     if config is not None and existing != config:
         raise ConfigError(f"calibrator actor {name!r} already exists with a different config: {existing}")
-    if family_neighbours is not None and by_family != family_neighbours:
-        raise ConfigError(f"calibrator actor {name!r} already exists with family_neighbours={by_family}")
     return handle
 
 
@@ -317,10 +312,6 @@ class RemoteExperience(_ActorClient):
     when_lost = ("this process's world-model samples get no experience (no reuse, no neighbour correction: "
                  "the world model predicts), and its executions are not recorded")
 
-    def __init__(self, handle: Any) -> None:
-        super().__init__(handle)
-        self.by_family: bool = self._remote("describe")[1]
-
     def __len__(self) -> int:
         try:
             return self._remote("read_experience", "__len__")
@@ -333,7 +324,7 @@ class RemoteExperience(_ActorClient):
         except CalibratorLostError:
             return [None] * len(scripts)
 
-    def corrections(self, predictions: Sequence[tuple[str, str, bool]]) -> list[tuple[float, int]]:
+    def corrections(self, predictions: Sequence[tuple[str, str]]) -> list[tuple[float, int]]:
         try:
             return self._remote("read_experience", "corrections", list(predictions))
         except CalibratorLostError:
