@@ -561,8 +561,8 @@ def test_the_shared_experience_survives_a_restart_and_moves_through_a_checkpoint
     assert remote.state_dict() == local.state_dict()
     queries = [(task_id, script) for task_id, script, _, _ in first + second]
     assert remote.lookup(queries) == local.lookup(queries) and None not in local.lookup(queries)
-    corrections = remote.corrections([(task_id, script, True) for task_id, script in queries])
-    assert corrections == local.corrections([(task_id, script, True) for task_id, script in queries])
+    corrections = remote.corrections(queries)
+    assert corrections == local.corrections(queries)
     assert all(n > 0 and shift != 0 for shift, n in corrections)
 
     # A checkpoint of a core that holds both clients resumes in a fresh actor.
