@@ -18,8 +18,12 @@ Each run's summary goes to ``bench/results/async_anchors.jsonl.xz`` (:mod:`bench
 finishes, and a rerun skips what is there; the report is ``async_anchors.{json,md}``: per bound,
 mean ± SE over seeds, and each seed's training wall over its bound-0 run's.
 
+A registered screen keeps its runs and report apart (``--name``: ``bench/results/<name>.jsonl.xz``
+and ``<name>.{json,md}``), so that its rows pool only its own seeds.
+
     python -m bench.async_anchors                           # seeds 0 1 2, bounds 0 1 2 4
-    python -m bench.async_anchors --seeds 0 --bounds 0 2    # a screen
+    python -m bench.async_anchors --seeds 0 --bounds 0 2    # a look
+    python -m bench.async_anchors --name async_anchors_k8 --seeds 3 4 5 --bounds 0 8   # the K = 8 screen
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from bench.common import RESULTS, mean_se, rerun_command
 from wmrl_envs.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
-RUNS = RESULTS / "async_anchors"
+NAME = "async_anchors"
 #: How anchors land, recorded per run since the rule changed (runs without it landed as they came in).
 LANDING = "exactly K steps late"
 FORMER_LANDING = "as ready (before 2026-12-06)"
@@ -104,7 +108,7 @@ def summarise(runs: list[dict]) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict], runs: list[dict]) -> str:
+def markdown(rows: list[dict], runs: list[dict], name: str = NAME) -> str:
     fmt = lambda ms, d=1: (f"{ms[0]:.{d}f} ± {ms[1]:.{d}f}" if not math.isnan(ms[1]) else f"{ms[0]:.{d}f}")  # noqa: E731
     lines = ["### Asynchronous anchors on the main job (issue 47)", "",
              "`scripts/main.sh --max-staleness K` (24 steps x 8 groups x 4, the default executor), seeds run back "
@@ -129,12 +133,16 @@ def markdown(rows: list[dict], runs: list[dict]) -> str:
                      f"{fmt(r['first_step_s'])} | {fmt(r['job_wall_s'])} | "
                      f"{fmt(r['heldout_trained'], 3)} | {fmt(r['calibrator_pairs'], 0)} | "
                      f"{fmt(r['dropped_stale_groups'], 0)} | {staleness} |")
-    lines += ["", "Seed 0's first bound-0 run under exact landing (archived in 02d6010) ran on an earlier boot of the "
-              "machine, whose runs took far fewer CPU-seconds (182 against 313 for its bound-1 partner, the same "
-              "seed's scripts); it was replaced by a run beside its partners, since the speedup compares runs "
-              "made back to back on one machine.",
-              "", f"Rerun: `{rerun_command(__spec__.name)}` (skips the runs already in "
-                  "`bench/results/async_anchors.jsonl.xz`)."]
+    if name == NAME:
+        lines += ["", "Seed 0's first bound-0 run under exact landing (archived in 02d6010) ran on an earlier boot of "
+                  "the machine, whose runs took far fewer CPU-seconds (182 against 313 for its bound-1 partner, the "
+                  "same seed's scripts); it was replaced by a run beside its partners, since the speedup compares "
+                  "runs made back to back on one machine."]
+    seeds = sorted({r["seed"] for r in runs})
+    bounds = sorted({r["max_staleness"] for r in runs if landing(r) == LANDING})
+    argv = [] if name == NAME else ["--name", name, "--seeds", *map(str, seeds), "--bounds", *map(str, bounds)]
+    lines += ["", f"Rerun: `{rerun_command(__spec__.name, argv)}` (skips the runs already in "
+                  f"`bench/results/{name}.jsonl.xz`)."]
     return "\n".join(lines) + "\n"
 
 
@@ -142,22 +150,26 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--bounds", type=int, nargs="+", default=[0, 1, 2, 4], help="max_staleness values")
+    parser.add_argument("--name", default=NAME,
+                        help="the runs' archive and report under bench/results (a registered screen's own)")
     args = parser.parse_args(argv)
+    runs_folder = RESULTS / args.name
     for seed in args.seeds:
         for bound in args.bounds:
             name = f"s{seed}-k{bound}-exact.json"  # runs without "-exact" landed as ready (FORMER_LANDING)
-            if name in read_runs(RUNS):
+            if name in read_runs(runs_folder):
                 print(f"{name}: already there, skipped")
                 continue
             print(f"main job, seed {seed}, max_staleness {bound} ...", flush=True)
             run = run_once(seed, bound)
-            add_run(RUNS, name, run)
+            add_run(runs_folder, name, run)
             print(f"  training {run['train_wall_s']:.0f} s, held-out trained {run['heldout_trained']:.3f}", flush=True)
-    runs = list(read_runs(RUNS).values())
+    runs = list(read_runs(runs_folder).values())
     rows = summarise(runs)
-    (RESULTS / "async_anchors.json").write_text(json.dumps({"rows": rows, "runs": runs}, indent=1) + "\n")
-    (RESULTS / "async_anchors.md").write_text(markdown(rows, runs))
-    print(markdown(rows, runs))
+    report = markdown(rows, runs, args.name)
+    (RESULTS / f"{args.name}.json").write_text(json.dumps({"rows": rows, "runs": runs}, indent=1) + "\n")
+    (RESULTS / f"{args.name}.md").write_text(report)
+    print(report)
 
 
 if __name__ == "__main__":
