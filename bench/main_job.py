@@ -35,6 +35,7 @@ reads it.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import os
@@ -43,6 +44,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
 
 from bench.archive import add_run, read_runs
 from bench.common import RESULTS, mean_se, rerun_command
@@ -71,8 +75,7 @@ def run_once(executor: str, seed: int, env: str, mode: str = "wmrl", anchor_choi
         if proc.returncode != 0:
             raise SystemExit(f"main job ({executor}, {mode}, seed {seed}) failed:\n{proc.stderr[-4000:]}")
         results = json.loads((out / "results.json").read_text())
-        anchor_scripts = max(0, len((out / "anchors.csv").read_text().splitlines()) - 1) \
-            if (out / "anchors.csv").exists() else 0
+        anchors = anchor_rows(out / "anchors.csv")
     ledger = results["meta"]["ledger"]
     reports = {r["policy"]: r["summary"] for r in results["reports"]}
     untrained, trained = (next(s for p, s in reports.items() if p.startswith(prefix))
@@ -84,7 +87,8 @@ def run_once(executor: str, seed: int, env: str, mode: str = "wmrl", anchor_choi
             "calibration_global_form": config["calibration"]["global_form"],
             "mode": mode, "anchor_choice": schedule["anchor_choice"], "warmup_steps": resolved.warmup_steps,
             "min_anchor_groups": schedule["min_anchor_groups"],
-            "executed_scripts": scripts if mode == "real" else anchor_scripts, "training_scripts": scripts,
+            "executed_scripts": scripts if mode == "real" else len(anchors), "training_scripts": scripts,
+            **anchor_costs(anchors),
             "job_wall_s": wall,
             "heldout_rpg_untrained": untrained.get("rpg_mean"), "heldout_rpg_trained": trained.get("rpg_mean"),
             "ledger_cpu_s": sum(e["cpu_s"] for e in ledger["totals"].values()),
@@ -93,6 +97,27 @@ def run_once(executor: str, seed: int, env: str, mode: str = "wmrl", anchor_choi
             "heldout_trained_se_over_tasks": trained["score_se"], "valid_rate": trained["valid_rate"],
             "infra_failures": trained["infra_failures"] + untrained["infra_failures"],
             "machine": provenance(), "loadavg_1m_at_end": os.getloadavg()[0]}
+
+
+def anchor_rows(path: Path) -> list[dict[str, str]]:
+    """The run's ``anchors.csv`` rows (none when it has no anchors)."""
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def anchor_costs(anchors: list[dict[str, str]]) -> dict[str, float | int | None]:
+    """What the anchors' runs cost: the mean measured CPU-seconds of an executed anchor script, and where the
+    anchors were priced before the choice (informed schedules) the Spearman correlation of price and measure."""
+    ran = [a for a in anchors if a.get("execution_cpu_s") not in (None, "")]
+    measured = [float(a["execution_cpu_s"]) for a in ran]
+    priced = [(float(a["predicted_cpu_s"]), float(a["execution_cpu_s"])) for a in ran
+              if a.get("predicted_cpu_s") not in (None, "")]
+    spearman = (float(spearmanr(*zip(*priced))[0]) if len(priced) > 2 and len({p for p, _ in priced}) > 1
+                else None)
+    return {"anchor_cpu_s_mean": float(np.mean(measured)) if measured else None, "anchor_runs_measured": len(ran),
+            "anchor_price_spearman": spearman, "anchor_runs_priced": len(priced)}
 
 
 def corrections_of(run: dict) -> str:

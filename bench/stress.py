@@ -146,6 +146,11 @@ PRESETS["confirmation"] = {**PRESETS["corrections"], "seeds": [3, 4, 5, 6, 7],
 PRESETS["anchors"] = {**PRESETS["corrections"], "min_anchor_groups": 0, "warmup_steps": None,
                       "corruptions": ["none", "noise:0.1", "family_bias:0.5"], "modes": ["real", "wmrl"],
                       "seeds": [40, 41, 42, 43, 44], "sweep": ["anchor_choice=informed"], "audit_groups": 1}
+# Issue 46's second registered comparison (bench/results/anchors_per_cost_registration.md): the
+# anchors grid's shape, rows and audit on five new seeds, the hash schedule beside informed anchors
+# per cost (information weighed against each group's predicted execution cost).
+PRESETS["anchors_per_cost"] = {**PRESETS["anchors"], "seeds": [45, 46, 47, 48, 49],
+                               "sweep": ["anchor_choice=informed_per_cost"]}
 # Asynchronous anchors on the corrections grid's clean row (issue 47, item 4): its schedule (the
 # warm-up, then at least two anchor groups a step) synchronous, against staleness bounds 1, 2 and 4,
 # every execution run for real (no memo), so that the training wall each bound takes is the wall a
@@ -432,6 +437,11 @@ def saving_readings(runs: list[dict], real_runs: list[dict]) -> dict[str, Any]:
                                                         [r["curve"][-1]["heldout_mean"] for r in mine]).to_dict()
         readings["compute_to_fixed_score"] = compute_to_score([r["curve"] for r in reals], [r["curve"] for r in mine],
                                                               FIXED_SCORE).to_dict()
+    if executed and all("executed_scripts" in r and "by_category_cpu_s" in r for r in runs) and sum(executed):
+        # What a row's executions cost per sample of its executed groups (issue 46: the schedule that picks
+        # anchors picks their price); a proved or reused sample costs nothing and counts.
+        readings["execution_cpu_per_anchor_sample"] = (sum(r["by_category_cpu_s"].get("execution", 0.0) for r in runs)
+                                                         / sum(executed))
     if all("fresh_pairs" in r for r in runs):
         readings["fresh_pairs"] = audit_summary([pair for r in runs for pair in r["fresh_pairs"]])
         readings["fresh_mae_by_seed"] = {r["key"]["seed"]: audit_summary(r["fresh_pairs"])["mae"] for r in runs}
@@ -549,9 +559,11 @@ def acceptance(rows: list[dict], stratum_alarm: float, variant: str = "") -> tup
 #: the nominal 0.9, and the bounded pairs a row needs before its coverage is judged.
 SHARE_CAP, RATIO_GOAL, MARGIN, COVERAGE_BAND, MIN_BOUNDED = 0.12, 6.0, 0.03, (0.87, 0.93), 40
 INFORMED = "anchor_choice=informed"
+#: Each anchors grid's informed variant.
+INFORMED_VARIANT = {"anchors": INFORMED, "anchors_per_cost": "anchor_choice=informed_per_cost"}
 
 
-def anchors_acceptance(rows: list[dict]) -> tuple[list[dict], str]:
+def anchors_acceptance(rows: list[dict], informed_variant: str = INFORMED) -> tuple[list[dict], str]:
     """Issue 46's acceptance, read once per row and schedule as registered: (1) executed share at
     most the cap; (2) total-compute ratio at least the goal and held-out difference at least minus
     the margin (points; the intervals beside them); (3) informed anchors' fresh-pair MAE no worse than
@@ -563,8 +575,8 @@ def anchors_acceptance(rows: list[dict]) -> tuple[list[dict], str]:
         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for corruption in dict.fromkeys(r["corruption"] for r in rows):
         pick = {r["variant"]: r for r in rows if r["corruption"] == corruption and r["mode"] == "wmrl"}
-        hashed, informed = pick.get(""), pick.get(INFORMED)
-        for name, row in (("hash", hashed), ("informed", informed)):
+        hashed, informed = pick.get(""), pick.get(informed_variant)
+        for name, row in (("hash", hashed), (informed_variant.partition("=")[2].replace("_", " "), informed)):
             if row is None or "compute_ratio" not in row or "fresh_pairs" not in row:
                 continue
             ratio, diff = Interval.from_dict(row["compute_ratio"]), Interval.from_dict(row["score_difference"])
@@ -572,7 +584,7 @@ def anchors_acceptance(rows: list[dict]) -> tuple[list[dict], str]:
             share_ok = bool(row["executed_share"] <= SHARE_CAP)
             saving_ok = bool(ratio.point >= RATIO_GOAL and diff.point >= -MARGIN)
             mae_ok, mae_note = None, ""
-            if name == "informed" and hashed is not None and "fresh_pairs" in hashed:
+            if row is informed and hashed is not None and "fresh_pairs" in hashed:
                 mae_ok = bool(pairs["mae"] <= hashed["fresh_pairs"]["mae"])
                 common = sorted(set(row["fresh_mae_by_seed"]) & set(hashed["fresh_mae_by_seed"]))
                 gaps = np.array([row["fresh_mae_by_seed"][s] - hashed["fresh_mae_by_seed"][s] for s in common])
@@ -583,6 +595,7 @@ def anchors_acceptance(rows: list[dict]) -> tuple[list[dict], str]:
             checks.append({"corruption": corruption, "anchors": name, "seeds": row["seeds"],
                            "executed_share": row["executed_share"], "compute_ratio": row["compute_ratio"],
                            "score_difference": row["score_difference"], "fresh_pairs": pairs,
+                           "execution_cpu_per_anchor_sample": row.get("execution_cpu_per_anchor_sample"),
                            "share_ok": share_ok, "saving_ok": saving_ok, "mae_ok": mae_ok, "coverage_ok": coverage_ok})
             verdict = lambda ok: "—" if ok is None else ("yes" if ok else "**no**")  # noqa: E731
             lines.append(
@@ -590,6 +603,12 @@ def anchors_acceptance(rows: list[dict]) -> tuple[list[dict], str]:
                 f"{diff.text(3, signed=True)} ({abs(diff.point):.3f}) | {pairs['mae']:.3f}{mae_note} | "
                 f"{pairs['coverage']:.3f} ({pairs['bounded']}) | {verdict(share_ok)} | {verdict(saving_ok)} | "
                 f"{verdict(mae_ok)} | {verdict(coverage_ok) if judged else 'unjudged'} |")
+    per_script = [f"{c['corruption']} {c['anchors']} {c['execution_cpu_per_anchor_sample']:.2f}" for c in checks
+                  if c.get("execution_cpu_per_anchor_sample") is not None]
+    if per_script:
+        lines += ["", "Execution CPU-seconds per anchor sample (the ledger's execution over the samples of anchor "
+                      "groups; a proved or reused outcome costs nothing), pooled over a row's seeds; not a registered "
+                      "point, added after the screen: " + "; ".join(per_script) + "."]
     lines += ["", (f"Registered thresholds: share ≤ {SHARE_CAP:g}; ratio ≥ {RATIO_GOAL:g}x and held-out − `real` ≥ "
                    f"−{MARGIN:g} (points); informed MAE ≤ hash MAE (pooled); coverage in [{COVERAGE_BAND[0]:g}, "
                    f"{COVERAGE_BAND[1]:g}] where at least {MIN_BOUNDED} pairs carried a bound. A row with fewer than "
@@ -722,6 +741,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     grid.add_argument("--anchors", action="store_true",
                       help="issue 46's registered comparison: hash against informed anchors at a 10%% executed share, "
                            "clean, (f) and (c) rows, seeds 40-44, fresh-pair audit")
+    grid.add_argument("--anchors-per-cost", action="store_true",
+                      help="issue 46's second registered comparison: as --anchors with informed anchors per cost, "
+                           "seeds 45-49")
     parser.add_argument("--report", action="store_true",
                         help="run nothing: summarise every finished run of --seeds in --runs (after several partial grids)")
     parser.add_argument("--corruptions", nargs="+", help="kind[:strength] or none (preset)")
@@ -765,7 +787,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--name", help="results file name (default: stress; corrections, confirmation: stress_<preset>)")
     args = parser.parse_args(argv)
     flags = {"quick": "quick", "corrections": "corrections", "confirmation": "confirmation", "anchors": "anchors",
-             "async_": "async"}
+             "anchors_per_cost": "anchors_per_cost", "async_": "async"}
     args.preset = next((preset for flag, preset in flags.items() if getattr(args, flag)), "full")
     defaults = {"adaptive": ["off", "on"], "min_anchor_groups": 1, "seeds": [0, 1, 2], "sweep": [], "warmup_steps": 2,
                 "audit_groups": 0, "fresh_executions": False}
@@ -773,7 +795,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if getattr(args, name) is None:
             setattr(args, name, value)
     # Issue 28's and 46's grids keep their runs in the repo.
-    committed = args.preset in ("corrections", "confirmation", "anchors", "async")
+    committed = args.preset in ("corrections", "confirmation", "anchors", "anchors_per_cost", "async")
     if args.name is None:
         args.name = f"stress_{args.preset}" if committed else "stress"
     if args.memo_dir is None:
@@ -860,8 +882,8 @@ def main(argv: list[str] | None = None) -> None:
             "real_runs": "shared by every corruption (real execution reads no world model)",
             "config": dict(vars(args))}  # its paths are written as strings (json default=str)
     md = "### WMRL when the world model is wrong (stress protocol)\n\n" + markdown(rows, meta)
-    if args.preset == "anchors":
-        meta["acceptance"], table = anchors_acceptance(rows)
+    if args.preset in INFORMED_VARIANT:
+        meta["acceptance"], table = anchors_acceptance(rows, INFORMED_VARIANT[args.preset])
         md += f"\n**Acceptance (issue 46, as registered):**\n\n{table}\n"
     elif len(args.seeds) >= ACCEPTANCE_SEEDS:
         meta["acceptance"], tables = acceptance_sections(rows, WMRLConfig().calibration.stratum_z)

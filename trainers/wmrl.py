@@ -4,8 +4,9 @@ One step, top to bottom (:meth:`WMRLTrainer.train_step`):
 
 1. **Schedule.** Sample B tasks; the run's :class:`~wmrl_envs.scoring.StepSchedule` marks about
    ``anchor_fraction`` of the groups as anchors, deterministically from (seed, step), at least
-   one per step. With ``anchor_choice="informed"`` it sets only how many; which is decided in
-   step 2, once the world model has scored every group (:class:`~wmrl_envs.scoring.InformedSchedule`).
+   one per step. With ``anchor_choice="informed"`` (or ``"informed_per_cost"``) it sets only how
+   many; which is decided in step 2, once the world model has scored (and, per cost, priced) every
+   group (:class:`~wmrl_envs.scoring.InformedSchedule`).
 2. **Collect.** The policy generates G rollouts per task in one batch; the adapter scores them
    through the run's :class:`~wmrl_envs.scoring.ScoringCore` (the one a fused env uses): one
    world-model batch over every group, one parallel fan-out over the anchors.
@@ -369,7 +370,9 @@ class WMRLTrainer:
                  "wm_status": s.wm_status or "", "wm_p_valid": s.p_valid, "wm_score_raw": s.wm_score_raw,
                  "wm_score_calibrated": s.wm_score_calibrated, "status": s.status, "exception": s.exception or "",
                  "real_score": s.real_score, "executed": s.executed,
-                 "inclusion_probability": "" if s.inclusion_probability is None else s.inclusion_probability}
+                 "inclusion_probability": "" if s.inclusion_probability is None else s.inclusion_probability,
+                 "predicted_cpu_s": "" if s.predicted_cpu_s is None else s.predicted_cpu_s,
+                 "execution_cpu_s": s.cost.get("execution_cpu_s", "") if s.executed else ""}
                 for o in outcomes if o.stream == "anchor" for s in o.scored.samples if not s.infra_failure]
         if not rows:
             return
@@ -477,8 +480,9 @@ def make_core(config: WMRLConfig) -> ScoringCore:
                                 sched.warmup_anchor_fraction, adaptive=sched.adaptive_anchors,
                                 eta2_bound=sched.eta2_bound, max_anchor_fraction=sched.max_anchor_fraction,
                                 min_anchor_groups=sched.min_anchor_groups)
-        if sched.anchor_choice == "informed":
-            schedule = InformedSchedule(schedule, sched.inclusion_floor_share)
+        if sched.anchor_choice != "random":
+            schedule = InformedSchedule(schedule, sched.inclusion_floor_share,
+                                        per_cost=sched.anchor_choice == "informed_per_cost")
     else:
         schedule = ConstantSchedule(config.mode)
     make_scorer = get_family(config.family.env_id).make_scorer

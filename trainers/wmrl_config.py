@@ -36,7 +36,7 @@ from wmrl_envs.world_models.sample_run import RUN_RULES
 SURROGATE_BASED = ("surrogate", "sample_run")
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
 ADVANTAGES = ("std", "mean")
-ANCHOR_CHOICES = ("random", "informed")
+ANCHOR_CHOICES = ("random", "informed", "informed_per_cost")
 #: The warmup's steps by default (and, with ``warmup_steps=None``, where the anchor-weight rule
 #: measures ``c`` in it): enough anchor groups for per-sample gradient variances of both rewards
 #: at the default batch shape, and pairs of every family before the policy can exploit one.
@@ -162,8 +162,10 @@ class ScheduleConfig:
         "help": "the fewest anchor groups of a step; 0: a step's count rounds down or up so that the run "
                 "executes exactly anchor_fraction of its groups"})
     anchor_choice: str = field(default="random", metadata={
-        "help": "which groups are anchors: 'random' (seeded by the step) or 'informed' (drawn, as many, with "
-                "probabilities rising with the world model's predictive variance; pairs weighted by their inverse)"})
+        "help": "which groups are anchors: 'random' (seeded by the step), 'informed' (drawn, as many, with "
+                "probabilities rising with the world model's predictive variance; pairs weighted by their inverse) "
+                "or 'informed_per_cost' (as informed, the variance weighed against each group's predicted "
+                "execution cost: sqrt(variance / cost))"})
     inclusion_floor_share: float = field(default=0.25, metadata={
         "help": "informed anchors: every group's inclusion probability is at least this share of the mean"})
     max_staleness: int = field(default=0, metadata={
@@ -278,7 +280,7 @@ class WMRLConfig:
                               "warmup_steps >= 1 or give fusion_c")
         if self.schedule.adaptive_anchors and not self.uses_anchors:
             raise ConfigError(f"adaptive anchoring needs a wmrl mode; mode {self.mode!r} has no anchors")
-        if self.schedule.anchor_choice == "informed" and get_family(self.family.env_id).make_scorer is None:
+        if self.schedule.anchor_choice != "random" and get_family(self.family.env_id).make_scorer is None:
             raise ConfigError(f"informed anchors are chosen from a batch scorer's predictions; {self.family.env_id}'s "
                               "episodes score themselves one at a time: use anchor_choice 'random'")
         if self.schedule.max_staleness and not self.uses_anchors:

@@ -50,6 +50,7 @@ def test_informed_anchors_are_drawn_executed_and_weighted(task):
     assert sum(p) == pytest.approx(2.0) and all(s.inclusion_probability == g.samples[0].inclusion_probability
                                                  for g in scored for s in g.samples)
     assert p[3] == min(p)  # proved outcomes teach nothing: the floor
+    assert all(s.predicted_cpu_s is None for g in scored for s in g.samples)  # plain informed prices nothing
     for g in scored:
         for s in g.samples:
             if g.stream == "anchor":
@@ -75,3 +76,24 @@ def test_a_core_under_an_informed_schedule_names_no_stream_before_scoring(task):
     with pytest.raises(ConfigError, match="scored members"):
         core.streams([0])
     assert np.isfinite(core.metrics()["bound/residuals"])
+
+
+def test_informed_anchors_per_cost_price_every_script_that_would_run(task):
+    core = ScoringCore(InformedSchedule(HashSchedule(anchor_fraction=0.5, seed=1), per_cost=True), Calibrator(),
+                       scorer=CodeScorer("surrogate", workers=2))
+    try:
+        scored = core.score(groups(task))
+    finally:
+        core.close()
+    assert [g.stream for g in scored].count("anchor") == 2
+    for g in scored:
+        for s in g.samples:
+            if s.decided_by == "proof":
+                assert s.predicted_cpu_s is None  # an exact outcome is never run: no price
+            else:
+                assert s.predicted_cpu_s > 0
+    p = np.array([g.samples[0].inclusion_probability for g in scored])
+    assert p.sum() == pytest.approx(2.0)
+    state = core.calibrator.state_dict()
+    anchors = [g for g in scored if g.stream == "anchor"]
+    assert state["weights"] == pytest.approx([1 / s.inclusion_probability for g in anchors for s in g.samples])

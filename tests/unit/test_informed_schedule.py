@@ -9,7 +9,13 @@ import pytest
 from trainers.wmrl_config import WMRLConfig
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.scoring import HashSchedule, InformedSchedule, StepSchedule
-from wmrl_envs.scoring.schedule import group_information, inclusion_probabilities, systematic_draw
+from wmrl_envs.scoring.schedule import (
+    group_information,
+    group_price,
+    inclusion_probabilities,
+    priority_per_cost,
+    systematic_draw,
+)
 
 
 def test_probabilities_sum_to_the_budget_keep_the_floor_and_rise_with_information():
@@ -82,3 +88,53 @@ def test_the_trainer_config_checks_the_anchor_choice():
         WMRLConfig.from_flat(inclusion_floor_share=1.5)
     with pytest.raises(ConfigError, match="informed anchors"):
         WMRLConfig.from_flat(anchor_choice="informed", env_id="wmrl/LIBERO-Long-v0", policy="vla")
+
+
+def test_a_groups_price_counts_the_members_that_would_run():
+    assert group_price([0.5, 1.5, None], [False, False, True]) == pytest.approx(2.0)  # the proved one does not run
+    assert group_price([None, None], [True, True]) == 0.0
+    assert np.isnan(group_price([0.5, None], [False, False]))  # a member that would run has no price
+    assert group_price([0.5, 0.7], [False, True]) == pytest.approx(1.2)  # a proved failure the scorer executes
+
+
+def test_the_priority_per_cost_is_neymans_and_prices_the_unpriced_at_the_median():
+    assert np.allclose(priority_per_cost([0.04, 0.04, 0.16], [1.0, 4.0, 4.0]), [0.2, 0.1, 0.2])
+    # No price (NaN) or a zero price (every member exact) takes the median of the known ones.
+    assert np.allclose(priority_per_cost([0.04] * 5, [0.25, 1.0, 4.0, np.nan, 0.0]), [0.4, 0.2, 0.1, 0.2, 0.2])
+    assert np.allclose(priority_per_cost([0.09, 0.01], [np.nan, np.nan]), [0.3, 0.1])
+    with pytest.raises(ConfigError, match="prices"):
+        priority_per_cost([0.1, 0.2], [1.0])
+    with pytest.raises(ConfigError, match=">= 0"):
+        priority_per_cost([0.1], [-1.0])
+
+
+def test_informed_anchors_per_cost_buy_the_same_count_for_less_and_stay_unbiased():
+    """Information rises with price, as it does when the scripts a world model is least sure of are
+    the slow ones: weighing them against their price keeps the number of anchor groups, lowers
+    their expected cost, and the inverse-probability estimate of the groups' mean error stays
+    unbiased over draws."""
+    rng = np.random.default_rng(0)
+    step = StepSchedule(8, anchor_fraction=0.25, seed=5)
+    price = rng.lognormal(0.0, 1.0, size=8)
+    info = 0.02 * price / price.mean() + 0.005
+    error = np.sqrt(info) * rng.standard_normal(8)  # each group's (unknown) calibration error
+    plain, per_cost = InformedSchedule(step), InformedSchedule(step, per_cost=True)
+    _, p_plain = plain.choose(step.group_ids(1), info, price)
+    _, p_cost = per_cost.choose(step.group_ids(1), info, price)
+    assert p_plain.sum() == pytest.approx(p_cost.sum()) == pytest.approx(2.0)
+    assert (p_cost * price).sum() < (p_plain * price).sum()
+    estimates = []
+    for draw in range(4000):
+        ids = [draw * 8 + j for j in range(8)]  # a new batch: a new systematic draw
+        chosen, p = per_cost.choose(ids, info, price)
+        estimates.append(np.sum(error[chosen] / p[chosen]) / 8)
+    assert np.mean(estimates) == pytest.approx(error.mean(), abs=4 * np.std(estimates) / np.sqrt(len(estimates)))
+    with pytest.raises(ConfigError, match="price"):
+        per_cost.choose(step.group_ids(1), info)
+
+
+def test_the_trainer_config_takes_informed_anchors_per_cost():
+    config = WMRLConfig.from_flat(anchor_choice="informed_per_cost")
+    assert config.schedule.anchor_choice == "informed_per_cost"
+    with pytest.raises(ConfigError, match="informed anchors"):
+        WMRLConfig.from_flat(anchor_choice="informed_per_cost", env_id="wmrl/LIBERO-Long-v0", policy="vla")

@@ -186,3 +186,9 @@ def test_issue_46s_acceptance_reads_each_registered_point_per_row_and_schedule()
     # 5.9x misses the ratio; a higher MAE than hash's misses point 3; 30 bounded pairs are too few to judge.
     assert (informed["saving_ok"], informed["mae_ok"], informed["coverage_ok"]) == (False, False, None)
     assert "paired − hash +0.010 (SE 0.000)" in md and "unjudged" in md
+    # The second registered grid reads its own informed variant, per cost, by the same points.
+    per_cost = stress.INFORMED_VARIANT["anchors_per_cost"]
+    checks, md = stress.anchors_acceptance([rows[0], {**rows[1], "variant": per_cost}], per_cost)
+    assert [c["anchors"] for c in checks] == ["hash", "informed per cost"] and checks[1]["mae_ok"] is False
+    assert "| none | informed per cost |" in md
+    assert stress.PRESETS["anchors_per_cost"]["seeds"] == [45, 46, 47, 48, 49]

@@ -50,6 +50,7 @@ from wmrl_envs.scoring.inflight import InFlightAnchors
 from wmrl_envs.scoring.results import ScoredGroup, ScoreResult, bounded, tail
 from wmrl_envs.task_spec import Task
 from wmrl_envs.world_models import DEFAULT_WORLD_MODEL, make_world_model
+from wmrl_envs.world_models.execution_cost import ExecutionCostModel
 
 log = logging.getLogger(__name__)
 _FENCE = re.compile(r"```(?:python|py|python3)[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -128,6 +129,7 @@ class CodeScorer:
         self.neighbours = neighbours
         self.experience = experience if experience is not None else Experience()
         self.prover = Prover()
+        self._cost_model: ExecutionCostModel | None = None  # loaded when an informed schedule first chooses
         self._pool = None
         self._answers: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -164,24 +166,26 @@ class CodeScorer:
 
     # ------------------------------------------------------------------ scoring
     def score(self, groups: Sequence[CodeGroup], streams: Sequence[str],
-              choose: Callable[[list[ScoredGroup]], Sequence[bool]] | None = None) -> list[ScoredGroup]:
+              choose: Callable[[list[ScoredGroup]], Sequence[bool]] | None = None, *,
+              price: bool = False) -> list[ScoredGroup]:
         """Raw scores of every group on its stream: one world-model batch, one execution fan-out.
 
         ``choose`` (an informed schedule's, through the scoring core) sees the world-model groups
         once predicted and says which of them become anchors: those are executed as if they had
-        been anchors from the start (their predictions kept, proved failures exact)."""
-        out, execute, uncorrected = self._prepare(groups, streams, choose)
+        been anchors from the start (their predictions kept, proved failures exact). With
+        ``price`` it sees them priced too (:meth:`_price`)."""
+        out, execute, uncorrected = self._prepare(groups, streams, choose, price)
         self._execute(groups, out, execute, uncorrected)
         return out
 
     def score_submitting(self, groups: Sequence[CodeGroup], streams: Sequence[str],
                          choose: Callable[[list[ScoredGroup]], Sequence[bool]] | None = None, *,
-                         tag: Hashable = None, timeout_s: float | None = None
+                         price: bool = False, tag: Hashable = None, timeout_s: float | None = None
                          ) -> tuple[list[ScoredGroup], InFlightAnchors | None]:
         """As :meth:`score`, but the anchor groups' runs are submitted, not awaited: every group
         comes back at once (the anchors with their predictions only), with the anchors in flight
         (None when the batch has none) for :meth:`land`. Real groups still run here."""
-        out, execute, uncorrected = self._prepare(groups, streams, choose)
+        out, execute, uncorrected = self._prepare(groups, streams, choose, price)
         anchors = [gi for gi, g in enumerate(out) if g.stream == "anchor"]
         position = {gi: k for k, gi in enumerate(anchors)}
         self._execute(groups, out, [(gi, i) for gi, i in execute if gi not in position], uncorrected)
@@ -222,7 +226,7 @@ class CodeScorer:
         flight.submitted_at = time.monotonic()
 
     def _prepare(self, groups: Sequence[CodeGroup], streams: Sequence[str],
-                 choose: Callable[[list[ScoredGroup]], Sequence[bool]] | None
+                 choose: Callable[[list[ScoredGroup]], Sequence[bool]] | None, price: bool = False
                  ) -> tuple[list[ScoredGroup], list[tuple[int, int]], dict[tuple[int, int], float]]:
         """Everything :meth:`score` does before the runs: the groups' samples settled by proofs and
         reuse, or predicted; anchors chosen; and the samples left to execute."""
@@ -256,16 +260,18 @@ class CodeScorer:
                 execute.append((gi, i))
         uncorrected = self._predict(groups, out, predict)
         if choose is not None:
-            execute += self._promote(groups, out, choose)
+            execute += self._promote(groups, out, choose, price)
         if not self.execute_proved:  # an exact prediction (a sample run's exact failure) needs no full run
             execute = [(gi, i) for gi, i in execute if not self._settled_by_prediction(out[gi].samples[i])]
         return out, execute, uncorrected
 
     def _promote(self, groups: Sequence[CodeGroup], out: list[ScoredGroup],
-                 choose: Callable[[list[ScoredGroup]], Sequence[bool]]) -> list[tuple[int, int]]:
+                 choose: Callable[[list[ScoredGroup]], Sequence[bool]], price: bool = False) -> list[tuple[int, int]]:
         """Turn the world-model groups ``choose`` picks into anchors; returns the samples to execute
         (a proved failure, or a reused outcome, is exact: it is not run)."""
         candidates = [gi for gi, g in enumerate(out) if g.stream == "world_model"]
+        if price:
+            self._price(groups, out, candidates)
         picks = list(choose([out[gi] for gi in candidates]))
         if len(picks) != len(candidates):
             raise ConfigError(f"choose() answered for {len(picks)} groups, {len(candidates)} were offered")
@@ -285,6 +291,31 @@ class CodeScorer:
                 else:
                     execute.append((gi, i))
         return execute
+
+    def _price(self, groups: Sequence[CodeGroup], out: list[ScoredGroup], candidates: list[int]) -> None:
+        """Give every candidate sample that would run its predicted CPU-seconds (what an informed
+        schedule per cost weighs), charged as world-model time; a response without code costs 0, an
+        exact outcome has no price (it is not run, unless the scorer executes proved failures)."""
+        items = []
+        for gi in candidates:
+            for i, sample in enumerate(out[gi].samples):
+                if groups[gi].scripts[i] is None:
+                    sample.predicted_cpu_s = 0.0
+                elif not sample.proved or (self.execute_proved and sample.decided_by == "proof"):
+                    items.append((gi, i))
+        if not items:
+            return
+        start, cpu = time.perf_counter(), time.process_time()
+        if self._cost_model is None:
+            self._cost_model = ExecutionCostModel.load()
+        prices = self._cost_model.predict([groups[gi].task for gi, _ in items],
+                                          [groups[gi].scripts[i] for gi, i in items])
+        wall, cpu = (time.perf_counter() - start) / len(items), (time.process_time() - cpu) / len(items)
+        for (gi, i), price in zip(items, prices):
+            sample = out[gi].samples[i]
+            sample.predicted_cpu_s = float(price)
+            sample.cost["world_model_s"] = sample.cost.get("world_model_s", 0.0) + wall
+            sample.cost["world_model_cpu_s"] = sample.cost.get("world_model_cpu_s", 0.0) + cpu
 
     @staticmethod
     def _settled_by_prediction(sample: ScoreResult) -> bool:

@@ -63,6 +63,7 @@ from wmrl_envs.scoring.schedule import (
     StepSchedule,
     check_stream,
     group_information,
+    group_price,
 )
 from wmrl_envs.scoring.shaping import shaped_return
 
@@ -129,8 +130,8 @@ class ScoringCore:
             raise ConfigError("this scoring core has no scorer: its episodes score themselves and call fuse()")
         streams, informed = self._batch_streams(groups, streams)
         # Only a batch scorer takes choose(); the config refuses an informed schedule for the others.
-        return self.fuse(self.scorer.score(groups, streams, choose=self._choose) if informed
-                         else self.scorer.score(groups, streams))
+        return self.fuse(self.scorer.score(groups, streams, choose=self._choose, price=self._prices_groups)
+                         if informed else self.scorer.score(groups, streams))
 
     def score_async(self, groups: Sequence[Any], streams: Sequence[str] | None = None, *, tag: Hashable = None,
                     timeout_s: float | None = None) -> tuple[list[ScoredGroup], InFlightAnchors | None]:
@@ -144,6 +145,7 @@ class ScoringCore:
             raise ConfigError("asynchronous anchors need a batch scorer that submits runs (the code families')")
         streams, informed = self._batch_streams(groups, streams)
         scored, flight = self.scorer.score_submitting(groups, streams, self._choose if informed else None,
+                                                      price=informed and self._prices_groups,
                                                       tag=tag, timeout_s=timeout_s)
         for g in flight.scored if flight is not None else []:
             self._provisional(g)
@@ -180,12 +182,19 @@ class ScoringCore:
             return None
         return self.fuse(flight.scored)
 
+    @property
+    def _prices_groups(self) -> bool:
+        """Whether the schedule weighs groups by their predicted execution cost."""
+        return isinstance(self.schedule, InformedSchedule) and self.schedule.per_cost
+
     def _choose(self, predicted: list[ScoredGroup]) -> list[bool]:
         """The informed schedule's anchors among predicted world-model groups; every sample records
         its group's inclusion probability (an anchor pair weighs its inverse)."""
         information = [group_information([s.p_valid for s in g.samples], [s.wm_uncertainty for s in g.samples],
                                          [s.proved for s in g.samples]) for g in predicted]
-        chosen, probabilities = self.schedule.choose([g.group_id for g in predicted], information)
+        prices = [group_price([s.predicted_cpu_s for s in g.samples], [s.proved for s in g.samples])
+                  for g in predicted]
+        chosen, probabilities = self.schedule.choose([g.group_id for g in predicted], information, prices)
         for g, probability in zip(predicted, probabilities):
             for s in g.samples:
                 s.inclusion_probability = float(probability)

@@ -87,6 +87,10 @@ class ScoreResult:
         inclusion_probability: Under an informed schedule, the probability with which the
             sample's group was drawn as an anchor (an anchor pair then weighs its inverse); None
             under the other schedules, whose draws do not depend on the predictions.
+        predicted_cpu_s: Under an informed schedule, the CPU-seconds a full run of the sample was
+            predicted to cost before the group was chosen
+            (:mod:`~wmrl_envs.world_models.execution_cost`; 0 for a response without code, which
+            never runs); None otherwise, and for an exact outcome.
         reward_error_bound: On a world-model sample: the scoring core's split-conformal bound on
             ``|reward - real|`` at ``FusionConfig.error_bound_level``, from the anchors' out-of-sample
             errors (:mod:`wmrl_envs.calibration.bound`); None on other streams and while too few
@@ -123,6 +127,7 @@ class ScoreResult:
     reward_error_bound: float | None = None
     wm_uncertainty: float | None = None
     inclusion_probability: float | None = None
+    predicted_cpu_s: float | None = None
     cost: dict[str, float] = field(default_factory=lambda: {"execution_s": 0.0, "world_model_s": 0.0})
 
     def __post_init__(self) -> None:

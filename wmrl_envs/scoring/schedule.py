@@ -26,7 +26,11 @@ GRPO group is compared within one stream.
   (:mod:`wmrl_envs.calibration.maps`). The decision is deterministic given the seed, the batch's
   group ids and the world model's predictions. It needs every member of a group scored before
   the group's stream is known: a batch scorer's path (the trainer, ``ScoringCore.score``), not a
-  per-sample env step (:meth:`InformedSchedule.stream` says so).
+  per-sample env step (:meth:`InformedSchedule.stream` says so). With ``per_cost`` the
+  information is weighed against each group's predicted execution cost
+  (:func:`priority_per_cost`, from :mod:`wmrl_envs.world_models.execution_cost`): the scripts a
+  world model is least sure of are often the expensive ones, and the same budget of groups can
+  buy what they teach for less.
 
 Schedules are small, picklable and deterministic: the stream of a group never depends on
 the order in which groups are scored.
@@ -282,6 +286,33 @@ def group_information(p_valid: Sequence[float | None], uncertainty: Sequence[flo
     return float(np.mean(values)) if values else 0.0
 
 
+def group_price(predicted_cpu_s: Sequence[float | None], proved: Sequence[bool]) -> float:
+    """What executing a group would cost: the sum of its members' predicted CPU-seconds, an exact
+    outcome without a price counting 0 (it is not run); NaN when another member has no price."""
+    prices = [float(cpu) if cpu is not None else (0.0 if exact else math.nan)
+              for cpu, exact in zip(predicted_cpu_s, proved)]
+    return float(np.sum(prices)) if prices else 0.0
+
+
+def priority_per_cost(information: Sequence[float], prices: Sequence[float]) -> np.ndarray:
+    """``sqrt(information / price)``: the shape of the inclusion probabilities that minimise a
+    Horvitz-Thompson estimate's variance for a given expected cost (Neyman's allocation with costs;
+    the information is the group's predictive variance). The schedule keeps its budget a count of
+    groups, so this sets only how that count is spread; it differs from the plain informed
+    priority (the information itself) both in the price and in the square root. A group without
+    a price, or with a price of 0 (every member exact), is priced at the median of the others, so
+    it is neither free nor shut out."""
+    info = np.asarray(information, dtype=float)
+    price = np.asarray(prices, dtype=float)
+    if info.shape != price.shape:
+        raise ConfigError(f"{info.size} groups' information but {price.size} prices")
+    if np.any(price < 0):
+        raise ConfigError("a group's price must be >= 0")
+    known = np.isfinite(price) & (price > 0)
+    fallback = float(np.median(price[known])) if known.any() else 1.0
+    return np.sqrt(info / np.where(known, price, fallback))
+
+
 def inclusion_probabilities(information: Sequence[float], budget: float, floor_share: float) -> np.ndarray:
     """Each group's probability of being an anchor: ``min(1, floor + scale * information)``, the
     floor ``floor_share * budget / n`` and the scale set so that the probabilities sum to
@@ -348,10 +379,13 @@ class InformedSchedule:
         floor_share: Every group's inclusion probability is at least this share of the budget's
             mean (``floor_share * budget / groups``): no kind of group is left out, and no pair's
             weight exceeds ``groups / (floor_share * budget)``.
+        per_cost: Weigh information against the group's predicted execution cost
+            (:func:`priority_per_cost`); the budget stays a count of groups.
     """
 
     base: HashSchedule | StepSchedule
     floor_share: float = 0.25
+    per_cost: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.base, (HashSchedule, StepSchedule)):
@@ -381,8 +415,14 @@ class InformedSchedule:
         n = self.base.groups_per_step
         return sum(present / n * self.base.anchor_count(step) for step, present in steps.items())
 
-    def choose(self, group_ids: Sequence[Hashable], information: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-        """``(anchor?, inclusion probability)`` of each group, from its information."""
+    def choose(self, group_ids: Sequence[Hashable], information: Sequence[float],
+               prices: Sequence[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(anchor?, inclusion probability)`` of each group, from its information (and, with
+        ``per_cost``, its price: :func:`group_price`)."""
+        if self.per_cost:
+            if prices is None:
+                raise ConfigError("an informed schedule per cost needs each group's price")
+            information = priority_per_cost(information, prices)
         probabilities = inclusion_probabilities(information, self.budget(group_ids), self.floor_share)
         return systematic_draw(probabilities, self.seed, group_ids), probabilities
 
