@@ -33,7 +33,6 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agents.code.handwritten import render_solution
-from wmrl_envs import outcome
 from wmrl_envs.analysis.proofs import Prover
 from wmrl_envs.tasks import get_task
 from wmrl_envs.world_models.build import corpus as corpus_lib
@@ -43,42 +42,26 @@ from wmrl_envs.world_models.surrogate import SurrogateWorldModel
 
 log = logging.getLogger("build_sample_run_head")
 ASSETS = REPO / "assets" / "world_models"
-CORPORA = [ASSETS / n for n in ("corpus.csv", "dsbench_corpus.csv", "handwritten_corpus.csv", "outcome_corpus.csv")]
+CORPORA = [ASSETS / name for name in corpus_lib.EXECUTED_CORPORA]
 MEMO = ASSETS / "sample_corpus.csv.xz"
-KEY = ["corpus", "task_id", "choices", "seed", "mutation"]
 CHUNK = 64
-
-
-def corpus_frame() -> pd.DataFrame:
-    frames = [corpus_lib.read_corpus(p).assign(corpus=p.name) for p in CORPORA]
-    frame = pd.concat(frames, ignore_index=True)
-    frame = frame[(frame["outcome"] != "") & (frame["outcome"] != outcome.TIMEOUT)]
-    return frame[~frame["mutation"].isin(corpus_lib.TIMEOUT_MUTATIONS)].reset_index(drop=True)
-
-
-def read_memo() -> pd.DataFrame:
-    if MEMO.is_file():
-        return pd.read_csv(MEMO, keep_default_na=False, dtype={"seed": int})
-    return pd.DataFrame(columns=[*KEY, "split", "full_outcome", "full_exception", "real_score", "proved",
-                                 "sample_status", "sample_exception", "sample_score", "sample_cpu_s", "model_valid"])
+MEMO_COLUMNS = [*corpus_lib.MEMO_KEY, "split", "full_outcome", "full_exception", "real_score", "proved",
+                "sample_status", "sample_exception", "sample_score", "sample_cpu_s", "model_valid"]
 
 
 def run_missing(frame: pd.DataFrame, memo: pd.DataFrame) -> pd.DataFrame:
     """Run every row the memo lacks on its sample (in chunks, each appended to the memo)."""
-    done = set(map(tuple, memo[KEY].astype(str).to_numpy()))
-    todo = frame[[tuple(map(str, k)) not in done for k in frame[KEY].to_numpy()]]
+    todo = corpus_lib.rows_to_run(frame, memo)
     log.info("%d corpus rows, %d already in %s, %d to run", len(frame), len(frame) - len(todo), MEMO.name, len(todo))
     if todo.empty:
         return memo
     model = SampleRunWorldModel(base=SurrogateWorldModel.load(), head=SampleRunHead())
-    prover, tasks = Prover(), {}
+    prover = Prover()
     bar = tqdm(total=len(todo), desc="sample runs")
     try:
         for start in range(0, len(todo), CHUNK):
             chunk = todo.iloc[start:start + CHUNK]
-            items = corpus_lib.corpus_items(chunk)
-            row_tasks = [tasks.setdefault(i.task_id, get_task(i.task_id)) for i in items]
-            scripts = [i.script(t.spec, render_solution) for i, t in zip(items, row_tasks)]
+            row_tasks, scripts = corpus_lib.rendered(chunk, render_solution, get_task)
             proved = [prover.prove(t, s) is not None for t, s in zip(row_tasks, scripts)]
             run = [i for i, p in enumerate(proved) if not p]
             results = dict(zip(run, model.run_samples([row_tasks[i] for i in run], [scripts[i] for i in run])))
@@ -86,7 +69,8 @@ def run_missing(frame: pd.DataFrame, memo: pd.DataFrame) -> pd.DataFrame:
             rows = []
             for i, row in enumerate(chunk.itertuples()):
                 result = results.get(i)
-                rows.append({**{k: getattr(row, k) for k in KEY}, "split": row.split, "full_outcome": row.outcome,
+                rows.append({**{k: getattr(row, k) for k in corpus_lib.MEMO_KEY}, "split": row.split,
+                             "full_outcome": row.outcome,
                              "full_exception": row.exception or "", "real_score": row.real_score,
                              "proved": proved[i],
                              "sample_status": "" if result is None else result.status,
@@ -109,10 +93,7 @@ def with_base_predictions(memo: pd.DataFrame) -> pd.DataFrame:
     if {"model_score", "model_p_valid", "model_uncertainty"} <= set(memo.columns):
         return memo
     ran = memo.index[(~memo["proved"].astype(bool)) & (memo["sample_status"] != "")]
-    items = corpus_lib.corpus_items(memo.loc[ran])
-    tasks = {}
-    row_tasks = [tasks.setdefault(i.task_id, get_task(i.task_id)) for i in items]
-    scripts = [i.script(t.spec, render_solution) for i, t in zip(items, row_tasks)]
+    row_tasks, scripts = corpus_lib.rendered(memo.loc[ran], render_solution, get_task)
     predictions = SurrogateWorldModel.load().predict(row_tasks, scripts)
     memo = memo.assign(model_score=np.nan, model_p_valid=np.nan, model_uncertainty=np.nan)
     memo.loc[ran, "model_score"] = [round(p.score, 6) for p in predictions]
@@ -129,9 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     start = time.time()
-    memo = read_memo()
+    memo = corpus_lib.read_memo(MEMO, MEMO_COLUMNS)
     if not args.fit_only:
-        memo = run_missing(corpus_frame(), memo)
+        memo = run_missing(corpus_lib.executed_rows(CORPORA), memo)
     head = fit_head(with_base_predictions(memo))
     head.save(args.output)
     m = head.measured

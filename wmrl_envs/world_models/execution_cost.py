@@ -17,7 +17,6 @@ than the one that measured it changes nothing.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from wmrl_envs.analysis.code_features import FEATURE_NAMES, analyse_script, feat
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.paths import assets_dir
 from wmrl_envs.task_spec import Task
+from wmrl_envs.world_models.artefacts import read_artefact, write_artefact
 
 COST_FORMAT = 1
 #: The shipped model's file name under ``assets/world_models/``.
@@ -78,21 +78,12 @@ class ExecutionCostModel:
     @classmethod
     def load(cls, path: str | Path | None = None) -> ExecutionCostModel:
         path = Path(path) if path is not None else default_cost_path()
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"no execution-cost model at {path}: build it with scripts/build_execution_cost.py") \
-                from None
-        if data.get("format") != COST_FORMAT:
-            raise ConfigError(f"{path}: execution-cost format {data.get('format')!r}, this version reads {COST_FORMAT}")
-        return cls(**{k: v for k, v in data.items() if k != "format"})
+        return cls(**read_artefact(path, "execution-cost model", COST_FORMAT, "scripts/build_execution_cost.py"))
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        data = {"format": COST_FORMAT, **{k: getattr(self, k) for k in self.__dataclass_fields__}}
-        data.update({k: list(data[k]) for k in ("features", "mean", "scale", "weights")})
-        path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        return path
+        fields = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        fields.update({k: list(fields[k]) for k in ("features", "mean", "scale", "weights")})
+        return write_artefact(Path(path), COST_FORMAT, fields)
 
     def predict_log(self, rows: np.ndarray) -> np.ndarray:
         """Log CPU-seconds of each row of ``rows`` (``[n, len(features)]``, raw feature values)."""

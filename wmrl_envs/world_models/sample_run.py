@@ -52,6 +52,7 @@ from wmrl_envs.paths import assets_dir, wmrl_home
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, ExecutorPool, make_executor
 from wmrl_envs.sandbox.limits import Limits
 from wmrl_envs.task_spec import Task
+from wmrl_envs.world_models.artefacts import read_artefact, write_artefact
 from wmrl_envs.world_models.base import Prediction, WorldModel, make_world_model
 
 log = logging.getLogger(__name__)
@@ -326,20 +327,11 @@ class SampleRunHead:
     @classmethod
     def load(cls, path: str | Path | None = None) -> SampleRunHead:
         path = Path(path) if path is not None else default_head_path()
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"no sample-run head at {path}: build it with scripts/build_sample_run_head.py") from None
-        if data.get("format") != HEAD_FORMAT:
-            raise ConfigError(f"{path}: sample-run head format {data.get('format')!r}, this version reads {HEAD_FORMAT}")
-        return cls(**{k: v for k, v in data.items() if k != "format"})
+        return cls(**read_artefact(path, "sample-run head", HEAD_FORMAT, "scripts/build_sample_run_head.py"))
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        data = {"format": HEAD_FORMAT, **{k: getattr(self, k) for k in self.__dataclass_fields__}}
-        data["exact"] = list(self.exact)
-        path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-        return path
+        fields = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return write_artefact(Path(path), HEAD_FORMAT, {**fields, "exact": list(self.exact)})
 
     def valid_score(self, sample_score: float, model_score: float) -> float:
         w = self.weights

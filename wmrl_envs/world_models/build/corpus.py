@@ -238,6 +238,45 @@ def corpus_items(frame: pd.DataFrame) -> list[CorpusItem]:
     return [CorpusItem(r.task_id, r.split, r.choices, int(r.seed), r.mutation) for r in frame.itertuples()]
 
 
+#: The executed corpora under ``assets/world_models/``: grammar (MLE, DSBench), hand-written, mutants.
+EXECUTED_CORPORA = ("corpus.csv", "dsbench_corpus.csv", "handwritten_corpus.csv", "outcome_corpus.csv")
+#: What names a corpus row in a memo of its reruns (the build scripts of the sample-run head and the
+#: execution-cost model keep one each).
+MEMO_KEY = ("corpus", "task_id", "choices", "seed", "mutation")
+
+
+def executed_rows(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """Every row of the executed corpora ``paths`` with an outcome, each named by its corpus's file,
+    less the runs that timed out and the non-termination mutants: a script that never ends costs its
+    wall cap whatever it is, and its timeout is never exact."""
+    frame = pd.concat([read_corpus(p).assign(corpus=Path(p).name) for p in paths], ignore_index=True)
+    frame = frame[(frame["outcome"] != "") & (frame["outcome"] != outcome.TIMEOUT)]
+    return frame[~frame["mutation"].isin(TIMEOUT_MUTATIONS)].reset_index(drop=True)
+
+
+def read_memo(path: Path, columns: Sequence[str]) -> pd.DataFrame:
+    """A memo of corpus reruns (CSV, compressed by its suffix), or an empty one with ``columns``."""
+    if path.is_file():
+        return pd.read_csv(path, keep_default_na=False, dtype={"seed": int})
+    return pd.DataFrame(columns=list(columns))
+
+
+def rows_to_run(frame: pd.DataFrame, memo: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``frame`` the memo lacks (by :data:`MEMO_KEY`)."""
+    key = list(MEMO_KEY)
+    done = set(map(tuple, memo[key].astype(str).to_numpy()))
+    return frame[[tuple(map(str, k)) not in done for k in frame[key].to_numpy()]]
+
+
+def rendered(frame: pd.DataFrame, render: Renderer, get_task: Callable[[str], Task]
+             ) -> tuple[list[Task], list[str]]:
+    """Each row's task and script, rendered as the corpus ran it (``get_task`` is asked once a task)."""
+    items = corpus_items(frame)
+    tasks = {tid: get_task(tid) for tid in dict.fromkeys(i.task_id for i in items)}
+    row_tasks = [tasks[i.task_id] for i in items]
+    return row_tasks, [i.script(t.spec, render) for i, t in zip(items, row_tasks)]
+
+
 def drop_tasks(path: str | Path, task_ids: Iterable[str]) -> int:
     """Remove every row of ``task_ids`` from the corpus CSV (so a build re-executes them); returns
     how many rows went. Other rows keep their exact text."""
