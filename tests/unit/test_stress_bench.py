@@ -192,3 +192,15 @@ def test_issue_46s_acceptance_reads_each_registered_point_per_row_and_schedule()
     assert [c["anchors"] for c in checks] == ["hash", "informed per cost"] and checks[1]["mae_ok"] is False
     assert "| none | informed per cost |" in md
     assert stress.PRESETS["anchors_per_cost"]["seeds"] == [45, 46, 47, 48, 49]
+
+
+def test_an_asynchronous_run_records_a_training_wall_only_where_no_evaluation_hid_its_anchors():
+    history = [{"time/step_s": 2.0}, {"time/step_s": 3.0}]
+    # Synchronous: whatever the evaluations, the steps hold every execution.
+    assert stress.training_wall(history, max_staleness=0, eval_every=4, steps=12) == {"train_wall_s": 5.0}
+    # Asynchronous with an evaluation mid-run: anchors ran during it, in time no step counts.
+    assert stress.training_wall(history, max_staleness=2, eval_every=4, steps=12) == {}
+    # Evaluated at the start and the end only: the last step lands every anchor, the sum is the wall.
+    assert stress.training_wall(history, max_staleness=2, eval_every=12, steps=12) == {"train_wall_s": 5.0}
+    args = stress.parse_args(["--async"])
+    assert args.eval_every == args.steps == 12 and args.fresh_executions
