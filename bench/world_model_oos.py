@@ -1,20 +1,21 @@
 """The world model out of sample (issue 44): on tasks, code and generators that no fit has seen.
 
-Every figure is measured on the frozen held-out data of ``bench/oos`` or on corpus rows whose
+Every figure is measured on a frozen held-out set (``--set``: ``v1``, ``bench/oos``, the default;
+``v2``, ``bench/oos_v2``, which no change has yet been judged on) or on corpus rows whose
 generator was left out of the fit, and each is labelled with what was held out. Nothing here
-fits, tunes or selects anything on ``bench/oos`` (its README says why); the only thing fitted is
-the status head of section 3, on corpus rows of the train split.
+fits, tunes or selects anything on a frozen set (``bench/oos/README.md`` says why); the only thing
+fitted is the status head of section 3, on corpus rows of the train split.
 
-1. **Unseen tasks, valid scripts.** The world model's reward against the real one on the 13 new
+1. **Unseen tasks, valid scripts.** The world model's reward against the real one on the set's new
    tasks: the hand-written scripts that ran valid there, and grammar scripts
    (``agents/code/grammar.py``) drawn uniformly over the grammar by ``plan_corpus`` (the
    untrained grammar policy is near uniform), ``--grammar-seed``, in plan order until a task has
    ``--grammar-per-task`` valid ones. Their executions are memoised in
-   ``bench/results/world_model_oos_grammar.csv`` (one row per executed draw, the script's
+   ``bench/results/world_model_oos[_v2]_grammar.csv`` (one row per executed draw, the script's
    sha256 beside it), so a rerun executes only what the memo lacks. Pooled Spearman, mean
    within-task Spearman, pairwise accuracy within task, MAE.
-2. **Hand-written LLM-style scripts** (``bench/oos/scripts``, ground truth
-   ``bench/oos/outcomes.csv``): status accuracy, failure recall, exception-class match, AUC and
+2. **Hand-written LLM-style scripts** (the set's ``scripts/``, ground truth its
+   ``outcomes.csv``): status accuracy, failure recall, exception-class match, AUC and
    ECE of P(valid), within-task Spearman and pairwise accuracy on the valid ones, failing scripts
    rewarded above their task's median valid reward, false proofs.
 3. **Leave one operator family out** (``--lofo``): the mutants of ``wmrl_envs/mutations.py``
@@ -34,6 +35,7 @@ Intervals are percentile bootstrap 95% intervals over ``--resamples`` resamples 
 (drawn with replacement from the pooled set, ``--bootstrap-seed``).
 
     python -m bench.world_model_oos                                   # sections 1 and 2
+    python -m bench.world_model_oos --set v2 --world-model sample_run    # the second frozen set
     python -m bench.world_model_oos --lofo api_drift columns --run runs/main-...
     python -m bench.world_model_oos --world-model llm_outcome --name world_model_oos_llm
     # section 4 alone, for runs side by side (label=folder), with their final held-out scores:
@@ -60,7 +62,7 @@ import pandas as pd
 
 from bench import world_model_metrics as metrics
 from bench.common import RESULTS, auroc, write_result
-from bench.oos import OUTCOMES_FILE, load_definition, script_paths, script_tasks
+from bench.oos import SETS, FrozenSet
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR
@@ -68,7 +70,6 @@ from wmrl_envs.task_spec import Task
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = "world_model_oos"
-GRAMMAR_MEMO = RESULTS / "world_model_oos_grammar.csv"
 GRAMMAR_SEED = 44
 GRAMMAR_PER_TASK = 8
 #: A task's grammar draws stop at this many times ``--grammar-per-task``, valid or not.
@@ -103,12 +104,22 @@ def script_sha256(script: str) -> str:
     return hashlib.sha256(script.encode("utf-8")).hexdigest()
 
 
-def handwritten_rows(tasks: dict[str, Task]) -> pd.DataFrame:
-    """The frozen hand-written scripts with their executed outcomes, one row each."""
-    frozen = pd.read_csv(OUTCOMES_FILE, keep_default_na=False, na_values={"raw_score": [""]})
-    text = {(p.parent.name, p.stem): p.read_text(encoding="utf-8") for p in script_paths()}
+def result_name(frozen_set: FrozenSet) -> str:
+    """The default results name of a set's report (``world_model_oos`` for the first set)."""
+    return NAME if frozen_set.name == "v1" else f"{NAME}_{frozen_set.name}"
+
+
+def grammar_memo(frozen_set: FrozenSet) -> Path:
+    """Where a set's grammar executions are memoised."""
+    return RESULTS / f"{result_name(frozen_set)}_grammar.csv"
+
+
+def handwritten_rows(frozen_set: FrozenSet) -> pd.DataFrame:
+    """The set's frozen hand-written scripts with their executed outcomes, one row each."""
+    frozen = pd.read_csv(frozen_set.outcomes_file, keep_default_na=False, na_values={"raw_score": [""]})
+    text = {(p.parent.name, p.stem): p.read_text(encoding="utf-8") for p in frozen_set.script_paths()}
     if set(text) != set(zip(frozen.task_id, frozen.script)):
-        raise ConfigError("bench/oos/scripts and bench/oos/outcomes.csv disagree: the frozen data changed")
+        raise ConfigError(f"{frozen_set.scripts_dir} and {frozen_set.outcomes_file} disagree: the frozen data changed")
     rows = frozen.assign(source="handwritten", text=[text[k] for k in zip(frozen.task_id, frozen.script)])
     return rows[["task_id", "script", "suite", "source", "text", "status", "exception", "valid", "reward", "cpu_s"]]
 
@@ -126,8 +137,8 @@ def write_memo(path: Path, memo: dict[tuple[str, str, int], dict[str, Any]]) -> 
     frame.to_csv(path, index=False, lineterminator="\n", float_format="%.10g")
 
 
-def grammar_rows(tasks: dict[str, Task], per_task: int, seed: int, executor: str, workers: int,
-                 memo_path: Path = GRAMMAR_MEMO) -> tuple[pd.DataFrame, dict[str, Any]]:
+def grammar_rows(tasks: dict[str, Task], suite: str, per_task: int, seed: int, executor: str, workers: int,
+                 memo_path: Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Grammar scripts on the new tasks: each task's draws in plan order up to its ``per_task``-th
     valid one, executing (and memoising) those the memo lacks; returns the rows and what it cost."""
     from agents.code.grammar import SLOTS, SolutionChoices, render_script
@@ -187,7 +198,7 @@ def grammar_rows(tasks: dict[str, Task], per_task: int, seed: int, executor: str
         write_memo(memo_path, memo)
         chosen, missing = chosen_and_missing()
     rows = pd.DataFrame([{**known(i), "script": f"{i.choices}@{i.seed}", "text": scripts[i]} for i in chosen])
-    rows = rows.assign(suite="oos", source="grammar")
+    rows = rows.assign(suite=suite, source="grammar")
     short = {t: int(n) for t, n in rows[rows["valid"]].groupby("task_id").size().items() if n < per_task}
     short.update({t.id: 0 for t in ordered if t.id not in set(rows.loc[rows["valid"], "task_id"])})
     cost = {"executed_now": executed, "executed_now_sandbox_cpu_s": round(sandbox_cpu, 1), "draws": len(rows),
@@ -486,12 +497,12 @@ def markdown(report: dict[str, Any]) -> str:
     cfg, cost = report["config"], report["cost"]
     lines = [f"### The world model out of sample (issue 44): `{cfg['world_model']}`", "",
              f"Every figure is **out of sample** unless marked: tasks, scripts and generators no fit or selection "
-             f"saw (`bench/oos`, frozen). Bootstrap 95% intervals in brackets, [lo, hi]: {cfg['resamples']} resamples of the "
+             f"saw (`{cfg.get('set_folder', 'bench/oos')}`, frozen). Bootstrap 95% intervals in brackets, [lo, hi]: {cfg['resamples']} resamples of the "
              f"scripts (pooled), seed {cfg['bootstrap_seed']}.", "",
              "#### 1. Unseen tasks, valid scripts (out of sample: tasks and scripts)", "",
-             f"The 13 new tasks. Grammar scripts: drawn uniformly by `plan_corpus` (seed {cfg['grammar_seed']}) "
+             f"The {report['unseen_tasks']['all']['tasks']} new tasks. Grammar scripts: drawn uniformly by `plan_corpus` (seed {cfg['grammar_seed']}) "
              f"until {cfg['grammar_per_task']} per task ran valid ({report['grammar']['draws']} draws executed, "
-             f"{report['grammar']['valid']} valid; memo `bench/results/{GRAMMAR_MEMO.name}`).", "",
+             f"{report['grammar']['valid']} valid; memo `bench/results/{cfg.get('grammar_memo', 'world_model_oos_grammar.csv')}`).", "",
              "| scripts | n | tasks | Spearman pooled | Spearman within task (mean) | pairwise within task | MAE |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for part, r in report["unseen_tasks"].items():
@@ -571,6 +582,8 @@ def markdown(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="See the module docstring for what each section measures.")
+    parser.add_argument("--set", dest="frozen_set", choices=sorted(SETS), default="v1",
+                        help="which frozen set (default: %(default)s, bench/oos; v2: bench/oos_v2)")
     parser.add_argument("--world-model", help="world model name (default: the one `wmrl train` uses)")
     parser.add_argument("--grammar-per-task", type=int, default=GRAMMAR_PER_TASK,
                         help="valid grammar scripts per new task (default: %(default)s)")
@@ -584,8 +597,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="section 4 alone, for each labelled run folder side by side (nothing else runs)")
     parser.add_argument("--executor", default=DEFAULT_EXECUTOR, help="sandbox of the grammar executions")
     parser.add_argument("--workers", type=int, default=1, help="parallel grammar executions (default: 1)")
-    parser.add_argument("--name", default=NAME, help="results file name (default: %(default)s)")
+    parser.add_argument("--name", help=f"results file name (default: {NAME}, or {NAME}_v2 under --set v2)")
     args = parser.parse_args(argv)
+    frozen_set = SETS[args.frozen_set]
+    args.name = args.name or result_name(frozen_set)
     if args.grammar_per_task < 1 or args.resamples < 1:
         parser.error("--grammar-per-task and --resamples must be >= 1")
     families = list(OPERATOR_FAMILIES) if "all" in args.lofo else list(dict.fromkeys(args.lofo))
@@ -601,11 +616,13 @@ def main(argv: list[str] | None = None) -> int:
     started, cpu0 = time.perf_counter(), time.process_time()
     name = args.world_model or default_world_model()
 
-    tasks = script_tasks(script_paths())
-    new_tasks = {t.id: tasks[t.id] for t in load_definition().tasks}
-    handwritten = handwritten_rows(tasks)
-    grammar, grammar_cost = grammar_rows(new_tasks, args.grammar_per_task, args.grammar_seed, args.executor,
-                                         args.workers)
+    tasks = frozen_set.script_tasks(frozen_set.script_paths())
+    definition = frozen_set.definition()
+    suite, memo = definition.suite, grammar_memo(frozen_set)
+    new_tasks = {t.id: tasks[t.id] for t in definition.tasks}
+    handwritten = handwritten_rows(frozen_set)
+    grammar, grammar_cost = grammar_rows(new_tasks, suite, args.grammar_per_task, args.grammar_seed, args.executor,
+                                         args.workers, memo)
     rows = pd.concat([handwritten, grammar], ignore_index=True)
     model, load_cpu = load_world_model(name)
     predicted, wm_cpu = predict(model, [tasks[t] for t in rows["task_id"]], list(rows["text"]))
@@ -613,11 +630,13 @@ def main(argv: list[str] | None = None) -> int:
     unparsed = rows[~rows["parsed"]]
     rows = rows[rows["parsed"]].reset_index(drop=True)
 
-    new = rows["suite"] == "oos"
+    new = rows["suite"] == suite
     valid_new = rows[new & rows["valid"]]
     hand = rows[rows["source"] == "handwritten"]
     report: dict[str, Any] = {
-        "config": {"world_model": name, "grammar_per_task": args.grammar_per_task, "grammar_seed": args.grammar_seed,
+        "config": {"world_model": name, "set": frozen_set.name,
+                   "set_folder": frozen_set.folder.relative_to(REPO).as_posix(), "grammar_memo": memo.name,
+                   "grammar_per_task": args.grammar_per_task, "grammar_seed": args.grammar_seed,
                    "grammar_draw_factor": GRAMMAR_DRAW_FACTOR, "resamples": args.resamples,
                    "bootstrap_seed": args.bootstrap_seed, "operator_families": OPERATOR_FAMILIES},
         "grammar": grammar_cost, "unparsed": unparsed[["task_id", "script"]].to_dict("records"),
@@ -626,9 +645,9 @@ def main(argv: list[str] | None = None) -> int:
                          "hand-written": ranking(valid_new[valid_new["source"] == "handwritten"], args)},
         "grammar_outcomes": outcomes(rows[rows["source"] == "grammar"].reset_index(drop=True), args),
         "handwritten": {"all": outcomes(hand.reset_index(drop=True), args),
-                        "new tasks": outcomes(hand[hand["suite"] == "oos"].reset_index(drop=True), args),
-                        "built-in held-out tasks": outcomes(hand[hand["suite"] != "oos"].reset_index(drop=True),
-                                                            args)},
+                        "new tasks": outcomes(hand[hand["suite"] == suite].reset_index(drop=True), args),
+                        **({"built-in held-out tasks": outcomes(hand[hand["suite"] != suite].reset_index(drop=True),
+                                                                args)} if (hand["suite"] != suite).any() else {})},
     }
     if families:
         if not hasattr(model, "with_status_head"):

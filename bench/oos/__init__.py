@@ -1,8 +1,10 @@
-"""The frozen out-of-sample benchmark of issue 44: held-out tasks and hand-written scripts.
+"""The frozen out-of-sample benchmarks of issue 44: held-out tasks and hand-written scripts.
 
-Nothing here may be used to fit, tune or select anything; it exists to measure a world model on
-data and code no fit has seen (``bench/oos/README.md``). What is frozen, and checked by
-``tests/unit/test_oos_frozen.py`` against ``manifest.json``:
+Nothing here may be used to fit, tune or select anything; each set exists to measure a world model
+on data and code no fit has seen (``bench/oos/README.md``). A set is a folder (:class:`FrozenSet`;
+:data:`SETS`): ``bench/oos`` (``v1``, frozen 2026-12-05, since used to judge several changes) and
+``bench/oos_v2`` (``v2``, authored afterwards, before any change was judged on it). What is frozen
+in each, and checked by ``tests/unit/test_oos_frozen.py`` against its ``manifest.json``:
 
 * ``tasks.yaml``: the task definitions; ``build_tasks.py`` regenerates the task folders from the
   data inside PyPI wheels and checks every generated file against its sha256 in the manifest;
@@ -18,6 +20,7 @@ import json
 import os
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,57 +40,25 @@ from wmrl_envs.tasks.suite_def import SuiteDef, TaskDef
 
 OOS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = OOS_DIR.parent.parent
-TASKS_FILE = OOS_DIR / "tasks.yaml"
-LEADERBOARDS_FILE = OOS_DIR / "leaderboards.csv"
-OUTCOMES_FILE = OOS_DIR / "outcomes.csv"
-MANIFEST_FILE = OOS_DIR / "manifest.json"
-SCRIPTS_DIR = OOS_DIR / "scripts"
 
 
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def script_paths() -> list[Path]:
-    """Every hand-written script, ``scripts/<task_id>/<name>.py``, in a fixed order."""
-    return sorted(SCRIPTS_DIR.glob("*/*.py"))
-
-
-def frozen_paths() -> list[Path]:
-    """The committed files whose bytes are frozen: definitions, leaderboards, scripts, outcomes."""
-    return [p for p in (TASKS_FILE, LEADERBOARDS_FILE, OUTCOMES_FILE) if p.is_file()] + script_paths()
-
-
-def frozen_digests() -> dict[str, str]:
-    """sha256 of every frozen file, by its path relative to the repository root."""
-    return {p.relative_to(REPO_ROOT).as_posix(): sha256_file(p) for p in frozen_paths()}
-
-
-def read_manifest(path: Path = MANIFEST_FILE) -> dict[str, Any]:
+def read_manifest(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def write_manifest(manifest: dict[str, Any]) -> None:
-    """Write the manifest with the digests of the frozen files as they are now."""
-    manifest["frozen_files"] = frozen_digests()
-    MANIFEST_FILE.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 
 # --- the tasks ----------------------------------------------------------------------------------
 
-SUITE = "oos"
 OVERLAY = "wmrl.yaml"
 BOARD = "leaderboard.csv"
 # What the layout must read back exactly as the generator wrote it.
 _SPEC_FIELDS = ("id", "metric", "task_type", "split", "id_column", "target_columns", "answer_columns", "classes")
 
 
-def default_out() -> Path:
-    """Where the tasks are materialised by default: in WMRL's cache, beside (not in) the built-in suites."""
-    return wmrl_home() / SUITE
-
-
-def load_definition(path: Path = TASKS_FILE) -> SuiteDef:
+def load_definition(path: Path) -> SuiteDef:
     """``tasks.yaml`` as a :class:`SuiteDef` (the keys of a built-in suite entry, defaults merged)."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     defaults = data.get("defaults") or {}
@@ -146,23 +117,22 @@ def write_board(folder: Path, task: TaskDef, scores: list[float]) -> Leaderboard
     return board
 
 
-def board_scores(path: Path = LEADERBOARDS_FILE) -> dict[str, list[float]]:
+def board_scores(path: Path) -> dict[str, list[float]]:
     """Each task's reference scores, from the committed ``leaderboards.csv`` (pandas 3 parses floats exactly)."""
     frame = pd.read_csv(path)
     return {tid: group["score"].tolist() for tid, group in frame.groupby("task_id", sort=True)}
 
 
-def materialise(out: Path | None = None, only: Sequence[str] | None = None, *, definition: Path = TASKS_FILE,
-                manifest: Path = MANIFEST_FILE, boards: Path = LEADERBOARDS_FILE) -> dict[str, Task]:
+def materialise(out: Path, only: Sequence[str] | None = None, *, definition: Path, manifest: Path,
+                boards: Path) -> dict[str, Task]:
     """The out-of-sample tasks (``only`` these ids), built where missing or stale, each file checked
     against the manifest.
 
     A folder whose files all match the manifest is reused as it is. Raises :class:`ConfigError`
-    naming every file that differs (the data packages changed, or the generator did). Another set of
-    tasks laid out the same way (``bench/oos_screen``) gives its own ``definition``, ``manifest`` and
-    ``boards``.
+    naming every file that differs (the data packages changed, or the generator did). Each set of
+    tasks laid out this way (:class:`FrozenSet`, ``bench/oos_screen``) gives its own ``definition``,
+    ``manifest`` and ``boards``.
     """
-    out = out or default_out()
     out.mkdir(parents=True, exist_ok=True)
     suite, recorded, scores = (load_definition(definition), read_manifest(manifest).get("tasks", {}),
                                board_scores(boards))
@@ -195,15 +165,77 @@ def materialise(out: Path | None = None, only: Sequence[str] | None = None, *, d
     return tasks
 
 
-def script_tasks(paths: list[Path]) -> dict[str, Task]:
-    """Each script folder's task: an out-of-sample task, or a held-out task of a built-in suite."""
-    ids = sorted({p.parent.name for p in paths})
-    oos_ids = {t.id for t in load_definition().tasks}
-    tasks = dict(materialise(only=[i for i in ids if i in oos_ids]))
-    for tid in ids:
-        if tid not in oos_ids:
-            task = get_task(tid)
-            if not task.spec.is_heldout:
-                raise ConfigError(f"scripts/{tid}: {tid} is a training task; scripts go on held-out or new tasks only")
-            tasks[tid] = task
-    return tasks
+@dataclass(frozen=True)
+class FrozenSet:
+    """One frozen out-of-sample set: a folder of definitions, boards, scripts and outcomes, and the
+    folder under ``$WMRL_HOME`` its tasks are generated into (beside, not in, the built-in suites)."""
+
+    name: str
+    folder: Path
+    cache_folder: str
+
+    @property
+    def tasks_file(self) -> Path:
+        return self.folder / "tasks.yaml"
+
+    @property
+    def leaderboards_file(self) -> Path:
+        return self.folder / "leaderboards.csv"
+
+    @property
+    def outcomes_file(self) -> Path:
+        return self.folder / "outcomes.csv"
+
+    @property
+    def manifest_file(self) -> Path:
+        return self.folder / "manifest.json"
+
+    @property
+    def scripts_dir(self) -> Path:
+        return self.folder / "scripts"
+
+    def definition(self) -> SuiteDef:
+        return load_definition(self.tasks_file)
+
+    def default_out(self) -> Path:
+        return wmrl_home() / self.cache_folder
+
+    def script_paths(self) -> list[Path]:
+        """Every hand-written script, ``scripts/<task_id>/<name>.py``, in a fixed order."""
+        return sorted(self.scripts_dir.glob("*/*.py"))
+
+    def frozen_digests(self) -> dict[str, str]:
+        """sha256 of every frozen file (definitions, boards, outcomes, scripts), by its path from the repository root."""
+        files = [p for p in (self.tasks_file, self.leaderboards_file, self.outcomes_file) if p.is_file()]
+        return {p.relative_to(REPO_ROOT).as_posix(): sha256_file(p) for p in files + self.script_paths()}
+
+    def read_manifest(self) -> dict[str, Any]:
+        return read_manifest(self.manifest_file)
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        """Write the manifest with the digests of the frozen files as they are now."""
+        manifest["frozen_files"] = self.frozen_digests()
+        self.manifest_file.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+    def materialise(self, out: Path | None = None, only: Sequence[str] | None = None) -> dict[str, Task]:
+        """The set's tasks, checked against its manifest (:func:`materialise`), in ``out`` or its cache folder."""
+        return materialise(out or self.default_out(), only, definition=self.tasks_file, manifest=self.manifest_file,
+                           boards=self.leaderboards_file)
+
+    def script_tasks(self, paths: list[Path]) -> dict[str, Task]:
+        """Each script folder's task: a task of this set, or a held-out task of a built-in suite."""
+        ids = sorted({p.parent.name for p in paths})
+        own = {t.id for t in self.definition().tasks}
+        tasks = dict(self.materialise(only=[i for i in ids if i in own]))
+        for tid in ids:
+            if tid not in own:
+                task = get_task(tid)
+                if not task.spec.is_heldout:
+                    raise ConfigError(f"scripts/{tid}: {tid} is a training task; scripts go on held-out or new "
+                                      "tasks only")
+                tasks[tid] = task
+        return tasks
+
+
+#: The frozen sets by name; ``v1`` is every command's default, as it was the only set.
+SETS = {"v1": FrozenSet("v1", OOS_DIR, "oos"), "v2": FrozenSet("v2", REPO_ROOT / "bench" / "oos_v2", "oos-v2")}

@@ -3,15 +3,16 @@
 
     python -m bench.oos.build_tasks                 # materialise into $WMRL_HOME/oos and check every file
     python -m bench.oos.build_tasks --out DIR
-    python -m bench.oos.build_tasks --freeze        # once, at the freeze: leaderboards.csv and manifest.json
+    python -m bench.oos.build_tasks --set v2        # the second set (bench/oos_v2), into $WMRL_HOME/oos-v2
+    python -m bench.oos.build_tasks --set v2 --freeze   # once per set: leaderboards.csv and manifest.json
 
-The built-in generator (:func:`wmrl_envs.tasks.build.suites.write_task`) writes each entry of
-``bench/oos/tasks.yaml`` as a native folder, which is then laid out as MLE-bench prepares a
+The built-in generator (:func:`wmrl_envs.tasks.build.suites.write_task`) writes each entry of a
+set's ``tasks.yaml`` as a native folder, which is then laid out as MLE-bench prepares a
 competition, with the two files a user adds::
 
     <id>/prepared/public/{train.csv, test.csv, sample_submission.csv, description.md}
     <id>/prepared/private/answers.csv
-    <id>/leaderboard.csv     rank,score of the reference population (from bench/oos/leaderboards.csv)
+    <id>/leaderboard.csv     rank,score of the reference population (from the set's leaderboards.csv)
     <id>/wmrl.yaml           the overlay: metric, task_type, classes, split, suite, meta
 
 The folders are read by the MLE-bench layout of :func:`wmrl_envs.tasks.load_task`. They are not a
@@ -37,17 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.oos import (
-    LEADERBOARDS_FILE,
-    board_scores,
-    default_out,
-    load_definition,
-    materialise,
-    read_manifest,
-    write_board,
-    write_folder,
-    write_manifest,
-)
+from bench.oos import SETS, FrozenSet, board_scores, write_board, write_folder
 from wmrl_envs.tasks import load_task
 from wmrl_envs.tasks.build.suites import file_hashes
 from wmrl_envs.tasks.suite_def import DATA_PACKAGES
@@ -71,11 +62,11 @@ def run_population(folders: dict[str, Path], jobs: int, time_cap_s: float) -> pd
     return pd.DataFrame(rows).sort_values(["task_id", "solution"], kind="stable").reset_index(drop=True)
 
 
-def freeze(jobs: int, time_cap_s: float, min_entries: int) -> int:
+def freeze(frozen: FrozenSet, jobs: int, time_cap_s: float, min_entries: int) -> int:
     """Build the tasks, run the population, write ``leaderboards.csv`` and the manifest's task section."""
     started, cpu0 = time.perf_counter(), time.process_time()
-    suite = load_definition()
-    work = default_out() / ".freeze"
+    suite = frozen.definition()
+    work = frozen.default_out() / ".freeze"
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -89,8 +80,8 @@ def freeze(jobs: int, time_cap_s: float, min_entries: int) -> int:
     if short or population["task_id"].nunique() != len(folders):
         print(f"leaderboards with fewer than {min_entries} entries: {short or 'a task has none'}", file=sys.stderr)
         return 1
-    population.to_csv(LEADERBOARDS_FILE, index=False, lineterminator="\n")
-    scores = board_scores()  # read back, so the boards hold exactly what materialise() will write
+    population.to_csv(frozen.leaderboards_file, index=False, lineterminator="\n")
+    scores = board_scores(frozen.leaderboards_file)  # read back, so the boards hold exactly what materialise() will write
     entries = {}
     for task in suite.tasks:
         folder = folders[task.id]
@@ -106,7 +97,7 @@ def freeze(jobs: int, time_cap_s: float, min_entries: int) -> int:
             "files": file_hashes(folder),
         }
     shutil.rmtree(work)
-    manifest = read_manifest()
+    manifest = frozen.read_manifest()
     manifest.update({
         "what": "issue 44's frozen out-of-sample benchmark: never fit, tune or select anything on these files",
         "packages": {p: package_version(p) for p in DATA_PACKAGES},
@@ -117,25 +108,28 @@ def freeze(jobs: int, time_cap_s: float, min_entries: int) -> int:
                   "main_process_cpu_s": round(time.process_time() - cpu0, 1),
                   "population_cpu_s": round(float(population.cpu_s.sum()), 1)},
     })
-    write_manifest(manifest)
+    frozen.write_manifest(manifest)
     print(f"froze {len(entries)} tasks ({len(population)} reference scores) in {manifest['build']['wall_s']} s")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, help="where to materialise the tasks (default: $WMRL_HOME/oos)")
+    parser.add_argument("--set", dest="frozen_set", choices=sorted(SETS), default="v1",
+                        help="which frozen set (default: %(default)s, bench/oos; v2: bench/oos_v2)")
+    parser.add_argument("--out", type=Path, help="where to materialise the tasks (default: $WMRL_HOME/oos[-v2])")
     parser.add_argument("--freeze", action="store_true",
                         help="run the reference population and rewrite leaderboards.csv and the manifest (once)")
     parser.add_argument("--jobs", type=int, default=2, help="population processes, at most 2 here (default: 2)")
     parser.add_argument("--time-cap", type=float, default=30.0, help="CPU seconds per reference solution")
     parser.add_argument("--min-entries", type=int, default=50, help="fewest entries a leaderboard may have")
     args = parser.parse_args(argv)
+    frozen = SETS[args.frozen_set]
     if args.freeze:
-        return freeze(args.jobs, args.time_cap, args.min_entries)
+        return freeze(frozen, args.jobs, args.time_cap, args.min_entries)
     started = time.perf_counter()
-    tasks = materialise(args.out)
-    print(f"{len(tasks)} tasks in {args.out or default_out()}, every file as frozen "
+    tasks = frozen.materialise(args.out)
+    print(f"{len(tasks)} tasks in {args.out or frozen.default_out()}, every file as frozen "
           f"({time.perf_counter() - started:.1f} s)")
     return 0
 

@@ -4,11 +4,12 @@
     python -m bench.oos.execute_scripts                    # run all, compare with the frozen outcomes.csv
     python -m bench.oos.execute_scripts --out runs/oos.csv # also keep this run's outcomes
     python -m bench.oos.execute_scripts --freeze           # once, at the freeze: write outcomes.csv
+    python -m bench.oos.execute_scripts --set v2 [--freeze]   # the second set's scripts (bench/oos_v2)
 
-Every ``bench/oos/scripts/<task_id>/<name>.py`` runs on its task, through the same executor pool
+Every ``scripts/<task_id>/<name>.py`` of the set runs on its task, through the same executor pool
 and grader as the anchors (:class:`wmrl_envs.scoring.CodeScorer`, real execution only, the static
-prover off so that every script really runs). Tasks of the out-of-sample set come from
-``build_tasks.materialise``; any other id is a held-out task of a built-in suite. The first line
+prover off so that every script really runs). Tasks of the set come from
+:meth:`~bench.oos.FrozenSet.materialise`; any other id is a held-out task of a built-in suite. The first line
 of each script is a comment naming its idiom and what its author intended (``valid``, ``crash``,
 ``invalid submission`` or ``wrong``); the outcome is what the run gave, whatever was intended.
 """
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.oos import OUTCOMES_FILE, read_manifest, script_paths, script_tasks, write_manifest
+from bench.oos import SETS, FrozenSet
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR
 from wmrl_envs.scoring import CodeScorer
@@ -46,10 +47,10 @@ def read_header(path: Path) -> tuple[str, str]:
     return match["idiom"], match["intended"]
 
 
-def execute(executor: str, workers: int) -> pd.DataFrame:
-    """Run every script once; one row per script."""
-    paths = script_paths()
-    tasks = script_tasks(paths)
+def execute(frozen: FrozenSet, executor: str, workers: int) -> pd.DataFrame:
+    """Run every script of the set once; one row per script."""
+    paths = frozen.script_paths()
+    tasks = frozen.script_tasks(paths)
     scorer = CodeScorer(executor=executor, workers=workers, prove=False)
     try:
         results = scorer.execute([tasks[p.parent.name] for p in paths], [p.read_text(encoding="utf-8") for p in paths])
@@ -90,14 +91,18 @@ def differences(fresh: pd.DataFrame, frozen: pd.DataFrame) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", dest="frozen_set", choices=sorted(SETS), default="v1",
+                        help="which frozen set (default: %(default)s, bench/oos; v2: bench/oos_v2)")
     parser.add_argument("--executor", default=DEFAULT_EXECUTOR, help="sandbox backend (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=2, help="parallel executions, at most 2 here (default: 2)")
     parser.add_argument("--out", type=Path, help="also write this run's outcomes to this CSV")
-    parser.add_argument("--freeze", action="store_true", help="write bench/oos/outcomes.csv and the manifest (once)")
+    parser.add_argument("--freeze", action="store_true", help="write the set's outcomes.csv and the manifest (once)")
     args = parser.parse_args(argv)
 
+    frozen_set = SETS[args.frozen_set]
+    suite = frozen_set.definition().suite
     started = time.perf_counter()
-    fresh = execute(args.executor, args.workers)
+    fresh = execute(frozen_set, args.executor, args.workers)
     wall_s = time.perf_counter() - started
     summary = fresh.groupby("status").size().to_dict()
     print(f"{len(fresh)} scripts on {fresh.task_id.nunique()} tasks in {wall_s:.0f} s wall, "
@@ -109,20 +114,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         fresh.to_csv(args.out, index=False, lineterminator="\n")
     if args.freeze:
-        fresh.to_csv(OUTCOMES_FILE, index=False, lineterminator="\n")
-        manifest = read_manifest()
+        fresh.to_csv(frozen_set.outcomes_file, index=False, lineterminator="\n")
+        manifest = frozen_set.read_manifest()
         manifest["execution"] = {
             "executor": args.executor, "workers": args.workers, "wall_s": round(wall_s, 1),
             "sandbox_cpu_s": round(float(fresh.cpu_s.sum()), 1), "scripts": len(fresh),
-            "scripts_on_new_tasks": int((fresh.suite == "oos").sum()), "statuses": summary,
+            "scripts_on_new_tasks": int((fresh.suite == suite).sum()), "statuses": summary,
             "intended": fresh.groupby("intended").size().to_dict(),
         }
-        write_manifest(manifest)
-        print(f"froze {OUTCOMES_FILE}")
+        frozen_set.write_manifest(manifest)
+        print(f"froze {frozen_set.outcomes_file}")
         return 0
-    if not OUTCOMES_FILE.is_file():
+    if not frozen_set.outcomes_file.is_file():
         return 0
-    frozen = pd.read_csv(OUTCOMES_FILE)
+    frozen = pd.read_csv(frozen_set.outcomes_file)
     frozen["exception"] = frozen["exception"].fillna("")  # an empty field is no exception, as in a fresh run
     problems = differences(fresh, frozen)
     for line in problems:

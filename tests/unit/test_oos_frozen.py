@@ -1,47 +1,43 @@
-"""The frozen out-of-sample benchmark of issue 44 (``bench/oos``): its files are as frozen, its tasks
-regenerate byte for byte, and it shares no task or dataset with the built-in suites or the corpora."""
+"""The frozen out-of-sample sets of issue 44 (``bench/oos``, ``bench/oos_v2``): their files are as frozen,
+their tasks regenerate byte for byte, and they share no task or dataset with the built-in suites, the
+corpora or each other."""
 
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
-from bench.oos import (
-    LEADERBOARDS_FILE,
-    OUTCOMES_FILE,
-    SCRIPTS_DIR,
-    frozen_digests,
-    load_definition,
-    materialise,
-    read_manifest,
-    script_paths,
-)
+from bench.oos import SETS, FrozenSet
 from bench.oos.execute_scripts import read_header
 from wmrl_envs.grading import grade_file, submission_cap, task_leaderboards, task_reward
 from wmrl_envs.paths import assets_dir
 from wmrl_envs.tasks import list_tasks
 from wmrl_envs.tasks.suite_def import builtin_suites, load_suite_def
 
-# The smallest task (900 rows): regenerating it checks the generator and the data packages.
-SMALL_TASK = "home-heating-system"
+# Each set's smallest task: regenerating it checks the generator and the data packages.
+SMALL_TASK = {"v1": "home-heating-system", "v2": "british-election-vote"}
+every_set = pytest.mark.parametrize("frozen", list(SETS.values()), ids=list(SETS))
 
 
-def test_every_frozen_file_matches_its_manifest_digest():
-    recorded = read_manifest()["frozen_files"]
-    current = frozen_digests()
+@every_set
+def test_every_frozen_file_matches_its_manifest_digest(frozen: FrozenSet):
+    recorded = frozen.read_manifest()["frozen_files"]
+    current = frozen.frozen_digests()
     changed = sorted(path for path in set(recorded) | set(current) if recorded.get(path) != current.get(path))
     assert not changed, (f"frozen out-of-sample files were changed, added or removed: {changed}. They must not "
-                         "change after the freeze (bench/oos/README.md).")
+                         f"change after the freeze ({frozen.folder.name}/README.md).")
 
 
-def test_counts_and_every_script_has_its_outcome():
-    tasks = load_definition().tasks
-    assert len(tasks) >= 8
+@every_set
+def test_counts_and_every_script_has_its_outcome(frozen: FrozenSet):
+    tasks = frozen.definition().tasks
+    assert len(tasks) >= 6
     assert {t.task_type for t in tasks} >= {"binary", "multiclass", "regression"}
-    boards = pd.read_csv(LEADERBOARDS_FILE).groupby("task_id").size()
+    boards = pd.read_csv(frozen.leaderboards_file).groupby("task_id").size()
     assert set(boards.index) == {t.id for t in tasks}
     assert boards.min() >= 50, boards.to_dict()
 
-    scripts = script_paths()
+    scripts = frozen.script_paths()
     new_ids = {t.id for t in tasks}
     assert len(scripts) >= 40
     assert 2 * sum(p.parent.name in new_ids for p in scripts) >= len(scripts)
@@ -49,16 +45,20 @@ def test_counts_and_every_script_has_its_outcome():
     failing_or_wrong = sum(i != "valid" for i in intended) / len(intended)
     assert 0.3 <= failing_or_wrong <= 0.5
 
-    outcomes = pd.read_csv(OUTCOMES_FILE)
+    outcomes = pd.read_csv(frozen.outcomes_file)
     ran = set(zip(outcomes.task_id, outcomes.script))
     assert ran == {(p.parent.name, p.stem) for p in scripts}
     assert not outcomes["infra_failure"].any()
     assert set(outcomes.loc[outcomes.valid, "status"]) == {"valid"}
 
 
-def test_nothing_is_shared_with_the_suites_or_the_world_model_corpora(monkeypatch):
-    definition = load_definition()
+@every_set
+def test_nothing_is_shared_with_the_suites_the_world_model_corpora_or_another_set(frozen: FrozenSet, monkeypatch):
+    definition = frozen.definition()
     assert definition.suite not in builtin_suites()
+    others = [t for other in SETS.values() if other != frozen for t in other.definition().tasks]
+    assert not {t.source for t in definition.tasks} & {t.source for t in others}
+    assert not {t.id for t in definition.tasks} & {t.id for t in others}
     suites = [load_suite_def(name) for name in builtin_suites()]
     suite_tasks = [t for s in suites for t in s.tasks]
     used_sources = {ref for t in suite_tasks for ref in (t.source, t.test_source) if ref}
@@ -73,14 +73,16 @@ def test_nothing_is_shared_with_the_suites_or_the_world_model_corpora(monkeypatc
     assert corpus_ids and not oos_ids & corpus_ids
     # Scripts on built-in tasks go on held-out tasks only.
     heldout = {t.id for t in suite_tasks if t.split == "heldout"}
-    folders = {p.name for p in SCRIPTS_DIR.iterdir() if p.is_dir() and not p.name.startswith(".")}
+    folders = {p.name for p in frozen.scripts_dir.iterdir() if p.is_dir() and not p.name.startswith(".")}
     assert folders <= oos_ids | heldout, sorted(folders - oos_ids - heldout)
 
 
-def test_a_task_regenerates_byte_for_byte_and_loads_in_the_mlebench_layout(tmp_path):
+@every_set
+def test_a_task_regenerates_byte_for_byte_and_loads_in_the_mlebench_layout(frozen: FrozenSet, tmp_path):
     # materialise() raises when a generated file's sha256 differs from the manifest.
-    task = materialise(tmp_path, only=[SMALL_TASK])[SMALL_TASK]
-    assert (task.layout, task.spec.suite, task.spec.split) == ("mlebench", "oos", "heldout")
+    small = SMALL_TASK[frozen.name]
+    task = frozen.materialise(tmp_path, only=[small])[small]
+    assert (task.layout, task.spec.suite, task.spec.split) == ("mlebench", frozen.definition().suite, "heldout")
     assert task_leaderboards(task)[0].n >= 50
     raw = grade_file(task.sample_submission_path, task.answers(), task.spec,
                      max_bytes=submission_cap(task.sample_submission_path))

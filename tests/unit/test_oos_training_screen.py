@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench.archive import add_run, read_runs
-from bench.oos import load_definition
+from bench.oos import SETS, load_definition
 from bench.oos_screen import TASKS_FILE, materialise_screen, split_ids
 from bench.oos_training_screen import (
     ARMS,
@@ -167,10 +167,12 @@ def test_the_screen_tasks_are_no_suites_no_frozen_sets_and_no_corpus():
     sources = {t.source for t in screen.tasks}
     suite_tasks = [t for name in builtin_suites() for t in load_suite_def(name).tasks]
     used = {ref for t in suite_tasks for ref in (t.source, t.test_source)}
-    frozen = load_definition()  # bench/oos/tasks.yaml: the frozen out-of-sample tasks
-    assert len(sources) == 5 and not sources & used and not sources & {t.source for t in frozen.tasks}
+    frozen = [s.definition() for s in SETS.values()]  # the frozen out-of-sample sets
+    frozen_tasks = [t for suite in frozen for t in suite.tasks]
+    assert len(sources) == 5 and not sources & used and not sources & {t.source for t in frozen_tasks}
     ids = {t.id for t in screen.tasks}
-    assert not ids & {t.id for t in frozen.tasks} and screen.suite not in (*builtin_suites(), frozen.suite)
+    assert not ids & {t.id for t in frozen_tasks}
+    assert screen.suite not in (*builtin_suites(), *(suite.suite for suite in frozen))
     # Every world-model corpus (the surrogate's and the sample-run head's fits read them) holds rows of
     # built-in tasks only, whose data the screen's items are not.
     corpora = sorted((assets_dir() / "world_models").glob("*corpus.csv*"))
