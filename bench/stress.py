@@ -468,11 +468,19 @@ def wall_readings(runs: list[dict]) -> dict[str, Any]:
     if not all("train_wall_s" in r for r in runs):
         return {}
     walls = np.array([r["train_wall_s"] for r in runs])
+    # The wall over its bound on the run's machine, the training's CPU-seconds over the cores: how much
+    # of the wall is waiting. Steadier than a ratio of walls, since runs at other bounds train other
+    # scripts and so execute different amounts.
+    over_bound = np.array([r["train_wall_s"] / (r["compute_cpu_s"] / r["provenance"]["cores"]) for r in runs])
     ages = Counter()
     for r in runs:
         ages.update({int(k): v for k, v in r["staleness_samples"].items()})
-    se = float(walls.std(ddof=1) / math.sqrt(walls.size)) if walls.size > 1 else math.nan
-    return {"train_wall_s": float(walls.mean()), "train_wall_se": se,
+
+    def se(values: np.ndarray) -> float:
+        return float(values.std(ddof=1) / math.sqrt(values.size)) if values.size > 1 else math.nan
+
+    return {"train_wall_s": float(walls.mean()), "train_wall_se": se(walls),
+            "wall_over_bound": float(over_bound.mean()), "wall_over_bound_se": se(over_bound),
             "staleness_samples": {str(k): ages[k] for k in sorted(ages)}}
 
 
@@ -666,7 +674,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         strength = next(r["strength"] for r in rows if r["corruption"] == corruption)
         fresh_head, fresh_rule = (" fresh-pair MAE | bound coverage |", "---|---|") if audited else ("", "")
         if cfg.get("fresh_executions"):
-            fresh_head, fresh_rule = fresh_head + " training wall (s) | staleness (samples) |", fresh_rule + "---|---|"
+            fresh_head += " training wall (s) | wall / (CPU-s / cores) | staleness (samples) |"
+            fresh_rule += "---|---|---|"
         lines += [f"**{corruption}**" + (f" (strength {strength:g})" if strength is not None else ""), "",
                   ("| mode | advantage | adaptive | held-out | compute (CPU-s) | executed share | compute ratio | "
                    f"held-out − `real` | to {FIXED_SCORE:g}, ratio | audit flagged at (pairs) |{fresh_head}"),
@@ -686,9 +695,10 @@ def markdown(rows: list[dict], meta: dict) -> str:
                 ages = ", ".join(f"{k}: {v}" for k, v in r.get("staleness_samples", {}).items())
                 if "train_wall_s" in r:
                     se = f" ± {r['train_wall_se']:.0f}" if math.isfinite(r["train_wall_se"]) else ""
-                    fresh += f" {r['train_wall_s']:.0f}{se} | {ages} |"
+                    bound_se = f" ± {r['wall_over_bound_se']:.2f}" if math.isfinite(r["wall_over_bound_se"]) else ""
+                    fresh += f" {r['train_wall_s']:.0f}{se} | {r['wall_over_bound']:.2f}{bound_se} | {ages} |"
                 else:
-                    fresh += " — | — |"
+                    fresh += " — | — | — |"
             lines.append(f"| `{mode}` | {r['advantage']} | {'on' if r['adaptive'] else 'off'} | "
                          f"{r['heldout_mean']:.3f} ± {r['heldout_se']:.3f} | {r['compute_cpu_s']:.0f} | {share} | "
                          f"{' | '.join(readings)} | {flagged if r['mode'].startswith('wmrl') else ''} |{fresh}")
