@@ -115,8 +115,9 @@ def corpus_scripts() -> pd.DataFrame:
 def set_scripts(name: str, workers: int) -> pd.DataFrame:
     """A frozen set's valid scripts (grammar draws from its memo, and hand-written), with the
     surrogate's valid-score estimate."""
-    from bench import world_model_oos as oos
     from bench.oos import SETS
+    from bench.oos.rows import GRAMMAR_PER_TASK, GRAMMAR_SEED, grammar_memo, grammar_rows, handwritten_rows
+    from wmrl_envs.sandbox import DEFAULT_EXECUTOR
     from wmrl_envs.tasks import get_task
     from wmrl_envs.world_models.sample_run import valid_estimate
     from wmrl_envs.world_models.surrogate import SurrogateWorldModel
@@ -126,9 +127,9 @@ def set_scripts(name: str, workers: int) -> pd.DataFrame:
                           "this bench reads the first (--set v1)")
     frozen = SETS[name]
     tasks = frozen.materialise()
-    grammar, _ = oos.grammar_rows(tasks, "oos", oos.GRAMMAR_PER_TASK, oos.GRAMMAR_SEED, oos.DEFAULT_EXECUTOR,
-                                  workers, oos.grammar_memo(frozen))
-    rows = pd.concat([grammar, oos.handwritten_rows(frozen)], ignore_index=True)
+    grammar, _ = grammar_rows(tasks, "oos", GRAMMAR_PER_TASK, GRAMMAR_SEED, DEFAULT_EXECUTOR, workers,
+                              grammar_memo(frozen))
+    rows = pd.concat([grammar, handwritten_rows(frozen)], ignore_index=True)
     rows = rows[rows["valid"].astype(bool)].reset_index(drop=True)
     row_tasks = [tasks[t] if t in tasks else get_task(t) for t in rows["task_id"]]
     model = SurrogateWorldModel.load()
