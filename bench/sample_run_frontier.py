@@ -6,7 +6,7 @@ trade that choice makes: each configuration of :data:`DEFAULT_CONFIGS` (``fracti
 last, ``1:1``, is the full run by the same code path, wall cap unscaled) runs every script of
 
 * the **corpora** rows: the executed corpora's scripts on the built-in suites' held-out tasks that
-  no proof settles, valid in full, on the tasks whose default sample is smaller than the task
+  no proof settles, valid in full, on the tasks of more than 200 training rows (:data:`SELECTION`)
   (in-sample as to the suites; the surrogate never fitted these tasks);
 * with ``--set v1``: the valid scripts of the first frozen out-of-sample set (grammar draws and
   hand-written), **used**: it has judged changes before. The second set is refused: it judges a
@@ -47,10 +47,12 @@ from wmrl_envs.errors import ConfigError
 log = logging.getLogger(__name__)
 NAME = "sample_run_frontier"
 RUNS = RESULTS / f"{NAME}_runs.csv.xz"
-#: ``fraction:min_rows`` of each configuration; the default :class:`SampleRunConfig` is ``0.08:200``
-#: and ``1:1`` is the full run.
+#: ``fraction:min_rows`` of each configuration; ``1:1`` is the full run.
 DEFAULT_CONFIGS = ("0.04:100", "0.08:200", "0.08:400", "0.08:600", "0.08:1000", "1:1")
 FULL = "1:1"
+#: The corpora tasks measured are those whose sample at this size keeps fewer rows than the task
+#: (the default when the bench first ran), fixed so that every run measures the same scripts.
+SELECTION = "0.08:200"
 RUN_COLUMNS = ["source", "key", "task_id", "config", "status", "exception", "score", "cpu_s"]
 RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
@@ -90,20 +92,20 @@ class Sizing:
 
 
 def corpus_scripts() -> pd.DataFrame:
-    """The corpora rows measured: held-out tasks, unproved, valid in full, default sample smaller
-    than the task. Columns: source, key, task_id, real, model_valid, text, task."""
+    """The corpora rows measured: held-out tasks, unproved, valid in full, their sample at
+    :data:`SELECTION` smaller than the task. Columns: source, key, task_id, real, model_valid, text, task."""
     from agents.code.handwritten import render_solution
     from wmrl_envs.tasks import get_task
     from wmrl_envs.world_models.build import corpus as corpus_lib
-    from wmrl_envs.world_models.sample_run import SampleRunConfig, sample_view
+    from wmrl_envs.world_models.sample_run import sample_view
 
     memo = pd.read_csv(Path(__file__).resolve().parents[1] / "assets/world_models/sample_corpus.csv.xz",
                        keep_default_na=False, dtype={"seed": int})
     rows = memo[(memo["split"] == "heldout") & (memo["full_outcome"] == outcome.VALID)
                 & (~memo["proved"].astype(bool))].copy()
-    default = SampleRunConfig()
+    selection = Sizing.parse(SELECTION).sample_config(workers=1)
     smaller = {t for t in rows["task_id"].unique()
-               if (view := sample_view(get_task(t), default)).train_rows < view.full_train_rows}
+               if (view := sample_view(get_task(t), selection)).train_rows < view.full_train_rows}
     rows = rows[rows["task_id"].isin(smaller)].reset_index(drop=True)
     row_tasks, texts = corpus_lib.rendered(rows, render_solution, get_task)
     keys = ["|".join(map(str, k)) for k in rows[list(corpus_lib.MEMO_KEY)].to_numpy()]

@@ -23,7 +23,7 @@ Sizes: 500,000 training and 50,000 test rows. Measured on one core before choosi
 rows: HistGradientBoosting with 100 iterations took 6 CPU-s, with 500 iterations 16, the random
 forest 50 and k-NN 41; 500,000 rows keep the slowest valid script near 1-1.5 CPU-min (a little
 more wall time on a shared machine) and the whole bench near 12 minutes on 2 cores, while the
-sample (8%: 40,000 training rows) is well above its 200-row floor.
+sample (8%: 40,000 training rows) is well above its 600-row floor.
 
 Each script runs once. Writes ``bench/results/<name>.json`` and ``.md`` (``--name``, default
 ``sample_run_scale``).

@@ -37,7 +37,13 @@ from wmrl_envs.analysis.proofs import Prover
 from wmrl_envs.tasks import get_task
 from wmrl_envs.world_models.build import corpus as corpus_lib
 from wmrl_envs.world_models.build.sample_head import fit_head
-from wmrl_envs.world_models.sample_run import SampleRunHead, SampleRunWorldModel, default_head_path, valid_estimate
+from wmrl_envs.world_models.sample_run import (
+    SampleRunConfig,
+    SampleRunHead,
+    SampleRunWorldModel,
+    default_head_path,
+    valid_estimate,
+)
 from wmrl_envs.world_models.surrogate import SurrogateWorldModel
 
 log = logging.getLogger("build_sample_run_head")
@@ -46,7 +52,22 @@ CORPORA = [ASSETS / name for name in corpus_lib.EXECUTED_CORPORA]
 MEMO = ASSETS / "sample_corpus.csv.xz"
 CHUNK = 64
 MEMO_COLUMNS = [*corpus_lib.MEMO_KEY, "split", "full_outcome", "full_exception", "real_score", "proved",
-                "sample_status", "sample_exception", "sample_score", "sample_cpu_s", "model_valid"]
+                "sample_status", "sample_exception", "sample_score", "sample_cpu_s", "model_valid", "sample_config"]
+
+
+def config_label(config: SampleRunConfig) -> str:
+    """The sample's size as the memo records it: runs made at another size are run again."""
+    return f"{config.fraction:g}:{config.min_train_rows}:{config.max_test_rows}:{config.seed}"
+
+
+def current_rows(memo: pd.DataFrame) -> pd.DataFrame:
+    """The memo's runs made at the default sample size (a memo from before the size was recorded
+    was made at 8% and 200 rows)."""
+    made = memo["sample_config"] if "sample_config" in memo else pd.Series("0.08:200:20000:0", index=memo.index)
+    kept = memo[made.astype(str) == config_label(SampleRunConfig())].copy()
+    if len(kept) < len(memo):
+        log.info("%d memo rows were run at another sample size: they run again", len(memo) - len(kept))
+    return kept.assign(sample_config=config_label(SampleRunConfig()))
 
 
 def run_missing(frame: pd.DataFrame, memo: pd.DataFrame) -> pd.DataFrame:
@@ -77,7 +98,8 @@ def run_missing(frame: pd.DataFrame, memo: pd.DataFrame) -> pd.DataFrame:
                              "sample_exception": "" if result is None else result.exception or "",
                              "sample_score": np.nan if result is None else result.score,
                              "sample_cpu_s": np.nan if result is None else round(result.cpu_s, 3),
-                             "model_valid": np.nan if i not in base else round(valid_estimate(base[i]), 6)})
+                             "model_valid": np.nan if i not in base else round(valid_estimate(base[i]), 6),
+                             "sample_config": config_label(model.config)})
             memo = pd.concat([memo, pd.DataFrame(rows)], ignore_index=True)
             memo.to_csv(MEMO, index=False)
             bar.update(len(chunk))
@@ -88,14 +110,17 @@ def run_missing(frame: pd.DataFrame, memo: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_base_predictions(memo: pd.DataFrame) -> pd.DataFrame:
-    """The base model's reward, P(valid) and uncertainty on every sample-run row (computed once, kept
-    in the memo): what a run rule decides from."""
-    if {"model_score", "model_p_valid", "model_uncertainty"} <= set(memo.columns):
+    """The base model's reward, P(valid) and uncertainty on every sample-run row (computed once for
+    each row, kept in the memo): what a run rule decides from."""
+    columns = ("model_score", "model_p_valid", "model_uncertainty")
+    # Numbers, whether the memo was read back as text or never had the columns.
+    memo = memo.assign(**{c: pd.to_numeric(memo[c], errors="coerce") if c in memo else np.nan for c in columns})
+    missing = memo["model_score"].isna()
+    ran = memo.index[(~memo["proved"].astype(bool)) & (memo["sample_status"] != "") & missing]
+    if ran.empty:
         return memo
-    ran = memo.index[(~memo["proved"].astype(bool)) & (memo["sample_status"] != "")]
     row_tasks, scripts = corpus_lib.rendered(memo.loc[ran], render_solution, get_task)
     predictions = SurrogateWorldModel.load().predict(row_tasks, scripts)
-    memo = memo.assign(model_score=np.nan, model_p_valid=np.nan, model_uncertainty=np.nan)
     memo.loc[ran, "model_score"] = [round(p.score, 6) for p in predictions]
     memo.loc[ran, "model_p_valid"] = [round(p.p_valid, 6) for p in predictions]
     memo.loc[ran, "model_uncertainty"] = [round(p.uncertainty, 6) for p in predictions]
@@ -110,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     start = time.time()
-    memo = corpus_lib.read_memo(MEMO, MEMO_COLUMNS)
+    memo = current_rows(corpus_lib.read_memo(MEMO, MEMO_COLUMNS))
     if not args.fit_only:
         memo = run_missing(corpus_lib.executed_rows(CORPORA), memo)
     head = fit_head(with_base_predictions(memo))
