@@ -1,7 +1,7 @@
 """The world model out of sample (issue 44): on tasks, code and generators that no fit has seen.
 
 Every figure is measured on a frozen held-out set (``--set``: ``v1``, ``bench/oos``, the default;
-``v2``, ``bench/oos_v2``, which no change has yet been judged on) or on corpus rows whose
+``v2``, ``bench/oos_v2``, on which each change is judged once by a registration of its own) or on corpus rows whose
 generator was left out of the fit, and each is labelled with what was held out. Nothing here
 fits, tunes or selects anything on a frozen set (``bench/oos/README.md`` says why); the only thing
 fitted is the status head of section 3, on corpus rows of the train split.
