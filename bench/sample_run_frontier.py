@@ -46,6 +46,7 @@ from bench import world_model_metrics as metrics
 from bench.common import RESULTS, write_result
 from wmrl_envs import outcome
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.world_models.build.sample_head import fit_blend
 
 log = logging.getLogger(__name__)
 NAME = "sample_run_frontier"
@@ -191,13 +192,6 @@ def run_missing(scripts: pd.DataFrame, sizings: Sequence[Sizing], workers: int, 
 # ----------------------------------------------------------------------------- the figures
 
 
-def blend_fit(sample: np.ndarray, model: np.ndarray, real: np.ndarray) -> np.ndarray:
-    """Least squares of the full score on ``[1, sample score, surrogate estimate]`` (the head's form)."""
-    x = np.column_stack([np.ones(len(real)), sample, model])
-    coef, *_ = np.linalg.lstsq(x, real, rcond=None)
-    return coef
-
-
 def predict(coef: np.ndarray, sample: np.ndarray, model: np.ndarray, failed_p_valid: np.ndarray) -> np.ndarray:
     """The reward the sample-run model gives: the blend where the sample ran valid, else the
     failure's P(valid) times the surrogate's estimate."""
@@ -212,7 +206,7 @@ def leave_task_out(frame: pd.DataFrame) -> np.ndarray:
     valid = np.isfinite(frame["sample"].to_numpy())
     for task in np.unique(tasks):
         fit = (tasks != task) & valid
-        coef = blend_fit(frame["sample"].to_numpy()[fit], frame["model_valid"].to_numpy()[fit],
+        coef = fit_blend(frame["sample"].to_numpy()[fit], frame["model_valid"].to_numpy()[fit],
                          frame["real"].to_numpy()[fit])
         mine = tasks == task
         out[mine] = predict(coef, frame["sample"].to_numpy()[mine], frame["model_valid"].to_numpy()[mine],
@@ -266,7 +260,7 @@ def report(scripts: pd.DataFrame, runs: pd.DataFrame, sizings: Sequence[Sizing],
         entry = {"corpus": figures(frame[corpus].reset_index(drop=True), leave_task_out(frame[corpus]),
                                    full_cpu[corpus], resamples, seed)}
         fitted = frame[corpus & np.isfinite(frame["sample"].to_numpy())]
-        coef = blend_fit(fitted["sample"].to_numpy(), fitted["model_valid"].to_numpy(), fitted["real"].to_numpy())
+        coef = fit_blend(fitted["sample"].to_numpy(), fitted["model_valid"].to_numpy(), fitted["real"].to_numpy())
         entry["blend"] = [round(float(c), 4) for c in coef]
         for source in sorted(set(frame["source"]) - {"corpus"}):
             rows = (frame["source"] == source).to_numpy()

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.sample_run_frontier import Sizing, blend_fit, figures, leave_task_out, predict, set_scripts
+from bench.sample_run_frontier import Sizing, figures, leave_task_out, predict, set_scripts
 from wmrl_envs.errors import ConfigError
+from wmrl_envs.world_models.build.sample_head import fit_blend
 
 
 def test_configurations_parse_and_bad_ones_are_refused():
@@ -32,7 +33,7 @@ def synthetic(rng: np.random.Generator, tasks: int = 5, per_task: int = 12) -> p
 
 def test_the_blend_recovers_a_linear_map_leaving_each_task_out():
     frame = synthetic(np.random.default_rng(0))
-    coef = blend_fit(frame["sample"].to_numpy(), frame["model_valid"].to_numpy(), frame["real"].to_numpy())
+    coef = fit_blend(frame["sample"].to_numpy(), frame["model_valid"].to_numpy(), frame["real"].to_numpy())
     assert coef == pytest.approx([-0.125, 1.25, 0.0], abs=0.03)
     held = leave_task_out(frame)
     assert np.abs(held - frame["real"].to_numpy()).max() < 0.05

@@ -37,6 +37,14 @@ SIZE_INDEPENDENT = (
 MIN_SUPPORT = 5
 
 
+def fit_blend(sample: np.ndarray, model: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """The valid score's blend: least squares of the full run's score on ``[1, the sample run's
+    score, the base model's estimate]`` (``intercept``, ``sample``, ``model`` of the head's weights)."""
+    x = np.column_stack([np.ones(len(real)), sample, model])
+    coef, *_ = np.linalg.lstsq(x, real, rcond=None)
+    return coef
+
+
 def fit_head(memo: pd.DataFrame) -> SampleRunHead:
     ran = memo[(~memo["proved"].astype(bool)) & (memo["sample_status"] != "")].copy()
     ran["sample_class"] = [failure_class(s, e or None) for s, e in zip(ran["sample_status"], ran["sample_exception"])]
@@ -55,10 +63,10 @@ def fit_head(memo: pd.DataFrame) -> SampleRunHead:
     # The score head: held-out tasks of the built-in suites, valid on both runs.
     both = sample_valid[sample_valid["full_valid"] & (sample_valid["split"] == "heldout")
                         & np.isfinite(sample_valid["model_valid"].astype(float))]
-    x = np.column_stack([np.ones(len(both)), both["sample_score"].astype(float), both["model_valid"].astype(float)])
+    sample, model = both["sample_score"].astype(float).to_numpy(), both["model_valid"].astype(float).to_numpy()
     y = both["real_score"].astype(float).to_numpy()
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-    residual = y - x @ coef
+    coef = fit_blend(sample, model, y)
+    residual = y - (coef[0] + coef[1] * sample + coef[2] * model)
     measured = {
         "rows_run": len(ran), "sample_valid": len(sample_valid),
         "false_valid": int((~sample_valid["full_valid"]).sum()),
@@ -133,8 +141,7 @@ def _leave_task_out(rows: pd.DataFrame) -> dict[str, float]:
     blend = np.empty_like(y)
     for task in np.unique(tasks):
         fit = tasks != task
-        x = np.column_stack([np.ones(fit.sum()), sample[fit], model[fit]])
-        coef, *_ = np.linalg.lstsq(x, y[fit], rcond=None)
+        coef = fit_blend(sample[fit], model[fit], y[fit])
         blend[~fit] = coef[0] + coef[1] * sample[~fit] + coef[2] * model[~fit]
     return {"sample": round(float(spearmanr(sample, y)[0]), 4), "model": round(float(spearmanr(model, y)[0]), 4),
             "blend": round(float(spearmanr(blend, y)[0]), 4)}
