@@ -7,11 +7,13 @@ executing it gives.
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
 from wmrl_envs.analysis.facts import runtime_facts, task_facts
-from wmrl_envs.analysis.proofs import Prover
+from wmrl_envs.analysis.proofs import Prover, shared_prover
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.scoring import CodeGroup, CodeScorer, HashSchedule, ScoringCore
 from wmrl_envs.tasks import get_task
@@ -297,6 +299,23 @@ def test_no_code_is_a_proof_and_verdicts_are_cached(prover, task):
     assert prover.prove(task, None).status == "no_code"
     script = FAILING["kaggle_column"][0]
     assert prover.prove(task, script) is prover.prove(task, script)
+
+
+def test_a_scorer_and_its_world_model_prove_a_script_once(task, monkeypatch):
+    """Both ask the prover about each script (the scorer settles proofs, the world model predicts
+    what is left): one shared prover, also across pickling (Ray ships scorers to workers)."""
+    scorer = CodeScorer()
+    assert scorer.prover is shared_prover() and scorer.world_model.prover is shared_prover()
+    assert pickle.loads(pickle.dumps(scorer)).prover is shared_prover()
+    own = Prover()
+    assert pickle.loads(pickle.dumps(own)) is not own and pickle.loads(pickle.dumps(own)) is not shared_prover()
+
+    script = FAILING["kaggle_column"][0] + "\n# asked once\n"
+    calls, original = [], Prover._prove
+    monkeypatch.setattr(Prover, "_prove", lambda self, t, s: calls.append(s) or original(self, t, s))
+    [group] = scorer.score([CodeGroup(task, [script, VALID[sorted(VALID)[0]] + "\n# once\n"])], ["world_model"])
+    assert group.samples[0].decided_by == "proof" and group.samples[1].decided_by != "proof"
+    assert len(calls) == 2  # each script proved once, not once by the scorer and again by the model
 
 
 def test_the_import_error_names_the_module_file_as_the_sandbox_sees_it(prover, task):

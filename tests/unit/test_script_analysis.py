@@ -26,6 +26,23 @@ def test_the_features_read_a_bom_and_a_coding_cookie_as_the_sandbox_does():
     assert analyse_script(cookie).string_constants == {"caf\u00e9".encode().decode("latin-1")}
 
 
+def test_the_compilers_verdict_is_remembered_but_every_reader_gets_a_tree_of_its_own():
+    script = "import pandas as pd\nSEED = 0\nif SEED:\n    x = 1\n"
+    first = parse_script(script)
+    first.tree.body.clear()  # the code features fold trees in place
+    again = parse_script(script)
+    assert again.compiles and again.syntax_error is None and len(again.tree.body) == 3
+    assert analyse_script(script).features["n_imports"] == 1.0
+
+    # An error only the code generator finds: the tree is there, the verdict says it all again.
+    generator_only = "def f():\n    pass\nreturn 1\n"
+    for parsed in (parse_script(generator_only), parse_script(generator_only)):
+        assert parsed.tree is not None and not parsed.compiles
+        assert "outside function" in str(parsed.syntax_error) and parsed.syntax_error.lineno == 3
+    unparsable = parse_script("def f(:\n")
+    assert unparsable.tree is None and isinstance(unparsable.syntax_error, SyntaxError)
+
+
 def test_a_task_has_the_columns_pandas_reads_from_its_headers(tmp_path: Path):
     public = tmp_path / "public"
     public.mkdir()

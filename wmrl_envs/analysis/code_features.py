@@ -157,11 +157,13 @@ def analyse_script(script: str) -> ScriptAnalysis:
     tree = parse_script(script).tree
     if tree is None:
         return _analyse_unparsable(script)
-    n_imports = sum(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(tree))
-    constants = _module_constants(tree)
+    nodes = list(ast.walk(tree))  # each walk costs about as much as the parse: walked once a tree
+    n_imports = sum(isinstance(n, (ast.Import, ast.ImportFrom)) for n in nodes)
+    constants = _module_constants(tree, nodes)
     folded = ast.fix_missing_locations(_ConstantFolder(constants).visit(tree))
-    _fill_empty_bodies(folded)
-    return _Measurer(script, folded, constants, n_imports).analysis()
+    folded_nodes = list(ast.walk(folded))
+    _fill_empty_bodies(folded_nodes)
+    return _Measurer(script, folded, folded_nodes, constants, n_imports).analysis()
 
 
 def script_features(script: str) -> dict[str, float]:
@@ -316,10 +318,11 @@ def _leading_records(path: Path, limit: int) -> bytes:
 # ----------------------------------------------------------------------------- folding
 
 
-def _module_constants(tree: ast.Module) -> dict[str, Any]:
-    """Module-level names bound exactly once, to an immutable literal (``SEED = 0``, ``MODE = "cv"``)."""
+def _module_constants(tree: ast.Module, nodes: list[ast.AST]) -> dict[str, Any]:
+    """Module-level names bound exactly once, to an immutable literal (``SEED = 0``, ``MODE = "cv"``);
+    ``nodes`` are the tree's nodes (``ast.walk``)."""
     stores: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -412,9 +415,10 @@ class _ConstantFolder(ast.NodeTransformer):
         return node
 
 
-def _fill_empty_bodies(tree: ast.AST) -> None:
-    """Folding can empty a block; a ``pass`` keeps the program valid for ``ast.unparse``."""
-    for node in ast.walk(tree):
+def _fill_empty_bodies(nodes: list[ast.AST]) -> None:
+    """Folding can empty a block; a ``pass`` keeps the program valid for ``ast.unparse``
+    (``nodes``: the folded tree's, walked)."""
+    for node in nodes:
         body = getattr(node, "body", None)
         if isinstance(body, list) and not body and not isinstance(node, ast.Module):
             body.append(ast.Pass())
@@ -450,10 +454,11 @@ def _log1p_pos(value: float) -> float:
 class _Measurer:
     """Reads every script feature off a folded program in one walk."""
 
-    def __init__(self, source: str, tree: ast.Module, constants: dict[str, Any], n_imports: int) -> None:
+    def __init__(self, source: str, tree: ast.Module, nodes: list[ast.AST], constants: dict[str, Any],
+                 n_imports: int) -> None:
         self.source, self.tree, self.constants = source, tree, constants
         self.n_imports = n_imports
-        self.nodes = list(ast.walk(tree))  # walked once: every feature filters this list
+        self.nodes = nodes  # the tree walked once: every feature filters this list (a filled ``pass`` is in no feature)
 
     def analysis(self) -> ScriptAnalysis:
         tree, constants = self.tree, self.constants

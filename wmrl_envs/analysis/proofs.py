@@ -290,7 +290,8 @@ class Prover:
 
     Args:
         facts: The runtime facts (default: the sandbox runtime's, introspected once).
-        cache_size: Scripts whose verdict is remembered (a scorer and its world model ask twice).
+        cache_size: Scripts whose verdict is remembered (:func:`shared_prover` is the one a scorer
+            and its world model share, so a script asked about by both is proved once).
     """
 
     def __init__(self, facts: RuntimeFacts | None = None, cache_size: int = 4096) -> None:
@@ -316,6 +317,11 @@ class Prover:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(None, state["_cache_size"])
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        if self is _SHARED.get("prover"):
+            return shared_prover, ()  # unpickled, it is the receiving process's shared prover
+        return super().__reduce_ex__(protocol)
 
     def prove(self, task: Any, script: str | None) -> Proof | None:
         """The proved failure of ``script`` on ``task``, or None when nothing is proved."""
@@ -355,6 +361,19 @@ class Prover:
         except (_Opaque, RecursionError):
             return None
         return None
+
+
+_SHARED: dict[str, Prover] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_prover() -> Prover:
+    """The process's prover, with the sandbox runtime's facts: a scorer settles proofs before its
+    world model predicts, and both ask, so sharing one cache finds each script's proof once."""
+    with _SHARED_LOCK:
+        if "prover" not in _SHARED:
+            _SHARED["prover"] = Prover()
+        return _SHARED["prover"]
 
 
 def _exception_line(exc: BaseException, tb: Any = None) -> str:

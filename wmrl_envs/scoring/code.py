@@ -41,7 +41,7 @@ import numpy as np
 
 from wmrl_envs import outcome
 from wmrl_envs.analysis.code_features import solution_family
-from wmrl_envs.analysis.proofs import Prover
+from wmrl_envs.analysis.proofs import shared_prover
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.grading.runs import exception_message, judge_run
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, ExecutorPool, make_executor
@@ -128,7 +128,7 @@ class CodeScorer:
         self.reuse = reuse
         self.neighbours = neighbours
         self.experience = experience if experience is not None else Experience()
-        self.prover = Prover()
+        self.prover = shared_prover()
         self._cost_model: ExecutionCostModel | None = None  # loaded when an informed schedule first chooses
         self._pool = None
         self._answers: dict[str, Any] = {}

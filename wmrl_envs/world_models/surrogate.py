@@ -47,7 +47,7 @@ from wmrl_envs.analysis.code_features import (
     feature_vector,
     outcome_features,
 )
-from wmrl_envs.analysis.proofs import Prover
+from wmrl_envs.analysis.proofs import shared_prover
 from wmrl_envs.errors import ConfigError, MissingExtraError
 from wmrl_envs.paths import assets_dir
 from wmrl_envs.task_spec import Task
@@ -158,7 +158,7 @@ class SurrogateWorldModel:
         if reward not in REWARD_RULES:
             raise ConfigError(f"reward must be one of {REWARD_RULES}, got {reward!r}")
         self._state = state
-        self.prover = Prover() if prove else None
+        self.prover = shared_prover() if prove else None
         self.reward = reward
         has_embed = "embed" in state.heads
         if embed is None:
