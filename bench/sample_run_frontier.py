@@ -247,10 +247,28 @@ def assemble(scripts: pd.DataFrame, runs: pd.DataFrame, label: str, head) -> pd.
     return frame
 
 
+#: A projection is measured on tasks that hold more than this many times their sample's rows.
+PROJECTION_MIN_SCALE = 3.0
+
+
+def projection(frame: pd.DataFrame, full_cpu: np.ndarray, shares: np.ndarray) -> dict:
+    """How well the sample's CPU, scaled linearly by the training rows, projects the full run's
+    (what the runtime's timeout estimate assumes): ``log(full / projected)`` on the scripts valid
+    on the sample whose task holds more than :data:`PROJECTION_MIN_SCALE` times its rows."""
+    cpu = frame["cpu_s"].to_numpy(dtype=float)
+    keep = np.isfinite(frame["sample"].to_numpy()) & (shares * PROJECTION_MIN_SCALE < 1) & (cpu > 0) & (full_cpu > 0)
+    if keep.sum() < 2:
+        return {"scripts": int(keep.sum())}
+    error = np.log(full_cpu[keep] / (cpu[keep] / shares[keep]))
+    return {"scripts": int(keep.sum()), "tasks": len(np.unique(frame["task_id"].to_numpy()[keep])),
+            "mean_log": float(error.mean()), "sd_log": float(error.std(ddof=1))}
+
+
 def report(scripts: pd.DataFrame, runs: pd.DataFrame, sizings: Sequence[Sizing], resamples: int, seed: int) -> dict:
-    from wmrl_envs.world_models.sample_run import SampleRunHead
+    from wmrl_envs.world_models.sample_run import SampleRunHead, sample_view
 
     head = SampleRunHead.load()
+    tasks = dict(zip(scripts["task_id"], scripts["task"]))
     full = assemble(scripts, runs, FULL, head).set_index(["source", "key"])["cpu_s"]
     out: dict[str, dict] = {}
     for sizing in sizings:
@@ -267,6 +285,10 @@ def report(scripts: pd.DataFrame, runs: pd.DataFrame, sizings: Sequence[Sizing],
             part = frame[rows].reset_index(drop=True)
             entry[source] = figures(part, predict(coef, part["sample"].to_numpy(), part["model_valid"].to_numpy(),
                                                   part["failed_p_valid"].to_numpy()), full_cpu[rows], resamples, seed)
+        if sizing.label != FULL:
+            config = sizing.sample_config(workers=1)
+            share = {task_id: sample_view(tasks[task_id], config).train_share for task_id in frame["task_id"].unique()}
+            entry["projection"] = projection(frame, full_cpu, frame["task_id"].map(share).to_numpy(dtype=float))
         out[sizing.label] = entry
     return out
 
@@ -299,7 +321,19 @@ def markdown(result: dict, sources: Sequence[str]) -> str:
                          f"{f['median_cpu_ratio']:.2f} |")
         lines.append("")
     lines += ["Blend weights (intercept, sample, surrogate), fitted on every corpora row of the configuration: "
-              + "; ".join(f"`{label}` {entry['blend']}" for label, entry in result.items()), ""]
+              + "; ".join(f"`{label}` {entry['blend']}" for label, entry in result.items()), "",
+              "## The full run's CPU projected from the sample's", "",
+              "The sample's CPU-seconds times the task's training rows over the sample's, against the full run's "
+              "(what the timeout estimate of `SampleRunConfig.timeout_log_sd` assumes): `log(full / projected)` "
+              f"on the scripts valid on the sample, on tasks of more than {PROJECTION_MIN_SCALE:g} times the sample's "
+              "rows, every source together. The interpreter's start is projected too, so on these small tasks the "
+              "projection runs high (a negative mean).", "",
+              "| config | scripts | tasks | mean log(full / projected) | sd |", "|---|---:|---:|---:|---:|"]
+    for label, entry in result.items():
+        p = entry.get("projection")
+        if p and "sd_log" in p:
+            lines.append(f"| `{label}` | {p['scripts']} | {p['tasks']} | {p['mean_log']:.2f} | {p['sd_log']:.2f} |")
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -17,7 +17,9 @@ with label noise, 20 numeric and 5 categorical columns, metric ``roc_auc``; buil
    :class:`~wmrl_envs.world_models.sample_run.SampleRunConfig` but ``workers=1``), after the
    sample's one-time build, which is timed apart (it is paid once per task, not per script);
 3. the model's ``predict`` (the surrogate beside the sample run's outcome, through the shipped
-   head), which reuses the sample runs just made instead of running them again.
+   head), which reuses the sample runs just made instead of running them again; beside it, for a
+   valid sample, the full run's CPU the model projects and its P(timeout)
+   (``SampleRunWorldModel.p_timeout``), against the full run's own CPU and status.
 
 Sizes: 500,000 training and 50,000 test rows. Measured on one core before choosing, at 300,000
 rows: HistGradientBoosting with 100 iterations took 6 CPU-s, with 500 iterations 16, the random
@@ -384,13 +386,16 @@ def sample_runs(task: Task, names: list[str], samples_root: Path) -> tuple[dict[
         model.load_state_dict({"memo": [[task.id, code_key(s), asdict(o)]
                                         for s, o in zip(scripts, outcomes) if o is not None]})
         predictions = model.predict([task] * len(names), scripts)
+        # What the timeout estimate makes of each valid sample: its full run's CPU, projected.
+        late = [model.p_timeout(task, o) if o is not None and o.status == "valid" else (None, None) for o in outcomes]
     finally:
         model.close()
     out = {}
-    for name, o, p in zip(names, outcomes, predictions):
+    for name, o, p, (p_late, projected) in zip(names, outcomes, predictions, late):
         out[name] = {"status": o.status if o else "infra_failure", "exception": o.exception if o else None,
                      "error": o.message if o else None, "cpu_s": o.cpu_s if o else None,
                      "score": o.score if o else None,
+                     "projected_cpu_s": projected, "p_timeout": p_late,
                      "predicted": {"status": p.status, "score": p.score, "p_valid": p.p_valid, "stage": p.stage}}
         print(f"sample {name:15s} {out[name]['status']:18s} cpu {o.cpu_s if o else float('nan'):7.2f} s  "
               f"score {out[name]['score']}  predicted {p.status} {p.score:.3f} ({p.stage})", flush=True)
@@ -406,6 +411,8 @@ def summary(full: dict[str, dict], sample: dict[str, dict]) -> dict:
     def rho(x: list[float], y: list[float]) -> float | None:
         return float(spearmanr(x, y).statistic) if len(x) > 2 else None
 
+    projection = np.log([full[n]["cpu_s"] / sample[n]["projected_cpu_s"] for n in both_valid])
+
     return {
         "full_cpu_s": full_cpu, "sample_cpu_s": sample_cpu, "sample_over_full_cpu": sample_cpu / full_cpu,
         "full_wall_s": sum(full[n]["wall_s"] for n in names),
@@ -417,6 +424,8 @@ def summary(full: dict[str, dict], sample: dict[str, dict]) -> dict:
                                              [full[n]["score"] for n in names]),
         "status_agree": sum(full[n]["status"] == sample[n]["status"] for n in names),
         "predicted_status_agree": sum(full[n]["status"] == sample[n]["predicted"]["status"] for n in names),
+        "projection_mean_log": float(projection.mean()) if len(projection) else None,
+        "projection_sd_log": float(projection.std(ddof=1)) if len(projection) > 1 else None,
         "scripts": len(names),
     }
 
@@ -457,8 +466,9 @@ def markdown(full: dict[str, dict], sample: dict[str, dict], build: dict, overal
         "Prediction: the model's `predict` (surrogate + sample run through the shipped head).",
         "",
         "| script | full status | full CPU-s | full wall-s | full AUC | full score | sample status | sample CPU-s "
-        "| sample / full CPU | sample score | predicted status | predicted score | stage |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| sample / full CPU | projected full CPU-s | P(timeout) | sample score | predicted status | predicted score "
+        "| stage |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in full:
         f, s = full[name], sample[name]
@@ -466,7 +476,8 @@ def markdown(full: dict[str, dict], sample: dict[str, dict], build: dict, overal
         p = s["predicted"]
         lines.append(f"| `{name}` | {_status(f)} | {_num(f['cpu_s'], 1)} | {_num(f['wall_s'], 1)} | "
                      f"{_num(f['raw_score'], 4)} | {_num(f['score'], 3)} | {_status(s)} | {_num(s['cpu_s'], 2)} | "
-                     f"{_num(ratio, 3)} | {_num(s['score'], 3)} | {p['status']} | {p['score']:.3f} | {p['stage']} |")
+                     f"{_num(ratio, 3)} | {_num(s.get('projected_cpu_s'), 1)} | {_num(s.get('p_timeout'), 3)} | "
+                     f"{_num(s['score'], 3)} | {p['status']} | {p['score']:.3f} | {p['stage']} |")
     o = overall
     lines += [
         "",
@@ -479,6 +490,10 @@ def markdown(full: dict[str, dict], sample: dict[str, dict], build: dict, overal
         f"{_num(o['spearman_predicted_full_score'], 3)}.",
         f"- Statuses agreeing: sample run {o['status_agree']}/{o['scripts']}, prediction "
         f"{o['predicted_status_agree']}/{o['scripts']}.",
+        "- Timeout estimate: a valid sample's CPU times the task's training rows over the sample's is the full run's "
+        "projected CPU; P(timeout) meets the task's limits with a log-normal spread of "
+        "`SampleRunConfig.timeout_log_sd`, and above 0.5 the prediction is a timeout. `log(full / projected)` on the "
+        f"scripts valid in both: mean {_num(o.get('projection_mean_log'), 2)}, sd {_num(o.get('projection_sd_log'), 2)}.",
         f"- Load average (1 min) at start {config['loadavg_start']:.2f}, at end {config['loadavg_end']:.2f} "
         "(2 cores, shared).",
         "",

@@ -3,6 +3,8 @@ what the scoring core does with its answers (wmrl_envs/world_models/sample_run.p
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -103,7 +105,9 @@ def test_the_sample_run_answers_and_the_same_code_is_not_run_again(task, head, t
     try:
         first = model.predict([task, task], [VALID, VALID_RESTYLED])
         assert [p.stage for p in first] == ["sample_run", "sample_run"]
-        assert first[0].status == outcome.VALID and first[0].p_valid == 0.99 and first[0].cpu_s > 0
+        # P(valid) is the head's, less a negligible chance of outgrowing the time limits in full.
+        assert first[0].status == outcome.VALID and first[0].p_valid == pytest.approx(0.99, abs=1e-6)
+        assert first[0].cpu_s > 0
         assert first[1].cpu_s == 0 and first[1].score == first[0].score
         assert code_key(VALID) == code_key(VALID_RESTYLED) != code_key(NAME_ERROR)
         again = model.predict([task], [VALID])
@@ -122,6 +126,32 @@ def test_failures_are_exact_only_for_the_classes_the_head_calls_exact(task, head
     assert name_error.score == 0 and "undefined_helper" in name_error.message
     assert (small_data.status, small_data.exception, small_data.proved) == (outcome.RUNTIME_ERROR, "ValueError", False)
     assert small_data.p_valid == 0.4 and 0 < small_data.score < 1
+
+
+def test_a_script_that_finishes_on_the_sample_but_outgrows_the_limits_in_full_is_predicted_to_time_out(
+        task, head, tmp_path):
+    """Its time grows with the rows: a couple of CPU-s on the sample (600 of 6,000 rows), so over 10
+    in full, against a task limit of 6 s. The sample's own cap (the task's 6 s here) lets it
+    finish; its projection says timeout, and the real full run does time out."""
+    quick = replace(task, spec=replace(task.spec, limits=replace(task.limits, wall_s=6.0, cpu_s=6.0)))
+    slow = VALID.replace('test = pd.read_csv("data/test.csv")',
+                         'test = pd.read_csv("data/test.csv")\n'
+                         'total = 0\nfor i in range(len(train) * 40_000):\n    total += i')
+    model = SampleRunWorldModel(head=head, samples_root=tmp_path)
+    scorer = CodeScorer(prove=False)
+    try:
+        late, fine = model.predict([quick, task], [slow, slow])
+        [full] = scorer.execute([quick], [slow])
+    finally:
+        model.close()
+        scorer.close()
+    view = model.view(quick)
+    assert view.train_share == pytest.approx(0.1)
+    assert (late.status, late.stage, late.proved) == (outcome.TIMEOUT, "sample_run", False)
+    assert late.p_valid < 0.5 and late.score == pytest.approx(late.p_valid * fine.score)
+    assert "CPU-s in full" in late.message
+    assert fine.status == outcome.VALID and fine.p_valid > 0.98  # the task's own limits: 120 s
+    assert full.status == outcome.TIMEOUT
 
 
 def test_the_never_rule_is_the_base_world_model(task, head, tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench.sample_run_frontier import Sizing, figures, leave_task_out, predict, set_scripts
+from bench.sample_run_frontier import Sizing, figures, leave_task_out, predict, projection, set_scripts
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.world_models.build.sample_head import fit_blend
 
@@ -53,6 +53,18 @@ def test_a_failed_sample_gets_the_failure_reward_and_the_share_is_against_the_fu
     assert result["sample_failed"] == 1 and result["scripts"] == 18 and result["tasks"] == 3
     assert result["cpu_share"] == pytest.approx(0.25) and result["median_cpu_ratio"] == pytest.approx(0.25)
     assert result["spearman_pooled"]["value"] == pytest.approx(1.0) and result["mae"]["value"] == 0.0
+
+
+def test_the_projection_is_linear_in_the_rows_and_read_only_where_the_task_outgrows_its_sample():
+    frame = synthetic(np.random.default_rng(2), tasks=3, per_task=4)
+    shares = np.repeat([0.1, 0.2, 0.5], 4)  # the last task holds only twice its sample: not read
+    full = frame["cpu_s"].to_numpy() / shares * np.exp(np.tile([-0.2, 0.0, 0.2, 0.4], 3))
+    frame.loc[1, "sample"] = np.nan  # a failed sample projects nothing
+    result = projection(frame, full, shares)
+    assert (result["scripts"], result["tasks"]) == (7, 2)
+    expected = np.array([-0.2, 0.2, 0.4, -0.2, 0.0, 0.2, 0.4])
+    assert result["mean_log"] == pytest.approx(expected.mean()) and result["sd_log"] == pytest.approx(expected.std(ddof=1))
+    assert projection(frame, full, np.full(len(frame), 0.5)) == {"scripts": 0}
 
 
 def test_the_second_frozen_set_is_refused():

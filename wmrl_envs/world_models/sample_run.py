@@ -56,6 +56,7 @@ from wmrl_envs.world_models.artefacts import read_artefact, write_artefact
 from wmrl_envs.world_models.base import Prediction, WorldModel, make_world_model
 
 log = logging.getLogger(__name__)
+_NORMAL = statistics.NormalDist()
 
 #: When a script runs on the sample: ``always`` (unless proved or already run), ``uncertain``
 #: (only where the base model is unsure, :attr:`SampleRunConfig.uncertain_band`), ``cost`` (only
@@ -107,6 +108,11 @@ class SampleRunConfig:
             executed share ``e``, sample runs then cost at most about ``share x (1 - e) / e`` of
             the executions. A decision read from measured CPU: runs on a task near the threshold
             may decide differently from one run to the next.
+        timeout_log_sd: How far a full run's time may stray from its projection (the spread of
+            ``log(full / projected)``), which sets how likely a valid sample run's script is to
+            outgrow the task's time limits in full (:meth:`SampleRunWorldModel.p_timeout`).
+            0.47 at the default size, on the scripts of the corpora and the first frozen set whose
+            tasks hold more than three times their sample's rows (``bench/results/sample_run_frontier.md``).
         seed: Seed of the row sample (the sample of a task is the same for every script).
         workers: Parallel sample runs (default: one per core).
     """
@@ -119,6 +125,7 @@ class SampleRunConfig:
     run: str = "always"
     uncertain_band: tuple[float, float] = (0.05, 0.95)
     max_cost_share: float = 0.25
+    timeout_log_sd: float = 0.5
     seed: int = 0
     workers: int | None = None
 
@@ -140,6 +147,8 @@ class SampleRunConfig:
         object.__setattr__(self, "uncertain_band", (float(lo), float(hi)))
         if not 0.0 < self.max_cost_share <= 1.0:
             raise ConfigError(f"SampleRunConfig.max_cost_share must be in (0, 1], got {self.max_cost_share!r}")
+        if not (math.isfinite(self.timeout_log_sd) and self.timeout_log_sd > 0):
+            raise ConfigError(f"SampleRunConfig.timeout_log_sd must be positive, got {self.timeout_log_sd!r}")
         if self.workers is not None and (not isinstance(self.workers, int) or self.workers < 1):
             raise ConfigError(f"SampleRunConfig.workers must be a positive integer or None, got {self.workers!r}")
 
@@ -495,7 +504,7 @@ class SampleRunWorldModel:
                 continue
             key = (task.id, code_key(script))
             if (known := self._memo.get(key, touch=True)) is not None:
-                out[i] = self._combine(prediction, known, charged=False)
+                out[i] = self._combine(task, prediction, known, charged=False)
             elif self._probing(task.id, key, pending):
                 continue  # the task's first sample run measures its cost before any other runs
             elif self.view(task) is not None:
@@ -509,7 +518,7 @@ class SampleRunWorldModel:
                 self._memo.put(key, result)
                 self._record_cpu(key[0], "sample", result.cpu_s)
                 for n, i in enumerate(positions):
-                    out[i] = self._combine(base[i], result, charged=n == 0)
+                    out[i] = self._combine(tasks[i], base[i], result, charged=n == 0)
         return out
 
     def run_samples(self, tasks: Sequence[Task], scripts: Sequence[str]) -> list[SampleOutcome | None]:
@@ -541,16 +550,41 @@ class SampleRunWorldModel:
                                           verdict.score, float(run.cpu_s)))
         return results
 
-    def _combine(self, base: Prediction, sample: SampleOutcome, charged: bool) -> Prediction:
+    def p_timeout(self, task: Task, sample: SampleOutcome) -> tuple[float, float]:
+        """The probability that the full run of a script valid on the task's sample outgrows the
+        task's time limits, and the full run's projected CPU-seconds.
+
+        A sample's wall cap is a larger share of the task's than its data is of the task's data
+        (:attr:`SampleRunConfig.wall_share`), so a run that finishes on the sample may still time
+        out in full. Its CPU-seconds are projected linearly in the training rows (the
+        interpreter's start is projected too, so small tasks are over-projected, far below their
+        limits) and met with the tighter of the task's wall and CPU limits (the sandbox pins math
+        libraries to one thread, so a run's CPU is about its wall time, and CPU does not stretch
+        with the machine's load), with a log-normal spread of :attr:`SampleRunConfig.timeout_log_sd`.
+        """
+        view = self.view(task)
+        projected = sample.cpu_s / view.train_share if view is not None else sample.cpu_s
+        if view is None or view.train_share >= 1.0 or not projected > 0:
+            return 0.0, projected  # the sample was the whole task: it ran within the limits
+        limit = min(task.limits.wall_s, task.limits.cpu_s)
+        return _NORMAL.cdf(math.log(projected / limit) / self.config.timeout_log_sd), projected
+
+    def _combine(self, task: Task, base: Prediction, sample: SampleOutcome, charged: bool) -> Prediction:
         """The prediction a sample run makes; ``charged``: this prediction paid for the run (a
         memoised run's outcome is free)."""
         stage, cpu = "sample_run", sample.cpu_s if charged else 0.0
         if sample.status == outcome.VALID:
-            model_valid = valid_estimate(base)
-            score = self.head.valid_score(sample.score, model_valid)
-            p_valid = self.head.p_valid_if_valid
-            return Prediction(score=score, uncertainty=self.head.residual_sd, cost_s=base.cost_s, status=outcome.VALID,
-                              p_valid=p_valid, stage=stage, cpu_s=cpu)
+            score = self.head.valid_score(sample.score, valid_estimate(base))
+            p_late, projected_cpu = self.p_timeout(task, sample)
+            p_valid = self.head.p_valid_if_valid * (1.0 - p_late)
+            if p_late <= 0.5:
+                return Prediction(score=score, uncertainty=self.head.residual_sd, cost_s=base.cost_s,
+                                  status=outcome.VALID, p_valid=p_valid, stage=stage, cpu_s=cpu)
+            # Likelier to time out in full than not: the reward is its expectation, as for a failure.
+            message = (f"timeout (predicted: {sample.cpu_s:.1f} CPU-s on {self.view(task).train_share:.1%} of the "
+                       f"training rows projects to {projected_cpu:.0f} CPU-s in full)")
+            return Prediction(score=p_valid * score, uncertainty=self.head.residual_sd, cost_s=base.cost_s,
+                              status=outcome.TIMEOUT, message=message, p_valid=p_valid, stage=stage, cpu_s=cpu)
         if self.head.is_exact(sample.status, sample.exception):
             return Prediction(score=0.0, uncertainty=0.0, cost_s=base.cost_s, status=sample.status,
                               exception=sample.exception, message=sample.message, proved=True, p_valid=0.0,
