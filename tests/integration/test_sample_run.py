@@ -219,7 +219,8 @@ def test_a_world_model_sample_whose_code_ran_in_full_gets_that_outcome_exactly_a
     finally:
         scorer.close()
     assert anchor.executed and anchor.real_score > 0
-    resumed = CodeScorer(SampleRunWorldModel(head=head, samples_root=tmp_path))
+    # Without the scorer's proofs, the reused sample's only world-model time is the reuse lookup.
+    resumed = CodeScorer(SampleRunWorldModel(head=head, samples_root=tmp_path), prove=False)
     resumed.load_state_dict(state)
     core = ScoringCore(ConstantSchedule("world_model"), Calibrator(), scorer=resumed)
     try:
@@ -228,7 +229,7 @@ def test_a_world_model_sample_whose_code_ran_in_full_gets_that_outcome_exactly_a
         core.close()
     assert (reused.decided_by, reused.proved, reused.executed) == ("reuse", True, False)
     assert reused.score == reused.wm_score_raw == reused.wm_score_calibrated == anchor.real_score
-    assert reused.cost.get("world_model_cpu_s", 0) < 0.05 and reused.status == outcome.VALID
+    assert 0 < reused.cost["world_model_cpu_s"] < 0.05 and reused.status == outcome.VALID  # keying is charged
     assert predicted.decided_by == "sample_run" and not predicted.proved
 
 

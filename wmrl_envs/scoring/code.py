@@ -310,12 +310,9 @@ class CodeScorer:
             self._cost_model = ExecutionCostModel.load()
         prices = self._cost_model.predict([groups[gi].task for gi, _ in items],
                                           [groups[gi].scripts[i] for gi, i in items])
-        wall, cpu = (time.perf_counter() - start) / len(items), (time.process_time() - cpu) / len(items)
+        _charge(out, items, start, cpu)
         for (gi, i), price in zip(items, prices):
-            sample = out[gi].samples[i]
-            sample.predicted_cpu_s = float(price)
-            sample.cost["world_model_s"] = sample.cost.get("world_model_s", 0.0) + wall
-            sample.cost["world_model_cpu_s"] = sample.cost.get("world_model_cpu_s", 0.0) + cpu
+            out[gi].samples[i].predicted_cpu_s = float(price)
 
     @staticmethod
     def _settled_by_prediction(sample: ScoreResult) -> bool:
@@ -357,7 +354,9 @@ class CodeScorer:
         (``proved``): no map may move it."""
         if not (self.reuse and items):
             return set()
+        start, cpu = time.perf_counter(), time.process_time()
         known = self.experience.lookup([(groups[gi].task.id, groups[gi].scripts[i]) for gi, i in items])
+        _charge(out, items, start, cpu)
         reused = set()
         for (gi, i), executed in zip(items, known):
             if executed is None:
@@ -409,7 +408,9 @@ class CodeScorer:
         batch; the scoring core maps or clips them into the reward's range, as any raw score)."""
         if not items:
             return
+        start, cpu = time.perf_counter(), time.process_time()
         corrections = self.experience.corrections([(groups[gi].task.id, groups[gi].scripts[i]) for gi, i in items])
+        _charge(out, items, start, cpu)
         for (gi, i), (shift, n) in zip(items, corrections):
             if n > 0:
                 sample = out[gi].samples[i]
@@ -483,6 +484,17 @@ class CodeScorer:
             self._pool = None
         if self._world_model is not None and hasattr(self._world_model, "close"):
             self._world_model.close()  # a multi-fidelity world model holds a sandbox pool of its own
+
+
+def _charge(out: Sequence[ScoredGroup], items: Sequence[tuple[int, int]], start: float, cpu: float) -> None:
+    """Charge the wall and CPU time since ``start`` and ``cpu`` to ``items`` evenly, as world-model
+    time: pricing, reuse and neighbour lookups are work done to avoid running a sample (keying a
+    script costs a parse)."""
+    wall, cpu = (time.perf_counter() - start) / len(items), (time.process_time() - cpu) / len(items)
+    for gi, i in items:
+        cost = out[gi].samples[i].cost
+        cost["world_model_s"] = cost.get("world_model_s", 0.0) + wall
+        cost["world_model_cpu_s"] = cost.get("world_model_cpu_s", 0.0) + cpu
 
 
 def _time_out(sample: ScoreResult, timeout_s: float | None) -> None:
