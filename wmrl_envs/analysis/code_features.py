@@ -157,7 +157,7 @@ def analyse_script(script: str) -> ScriptAnalysis:
     tree = parse_script(script).tree
     if tree is None:
         return _analyse_unparsable(script)
-    nodes = list(ast.walk(tree))  # each walk costs about as much as the parse: walked once a tree
+    nodes = list(ast.walk(tree))  # a walk is a sizeable share of the analysis: each tree is walked once
     n_imports = sum(isinstance(n, (ast.Import, ast.ImportFrom)) for n in nodes)
     constants = _module_constants(tree, nodes)
     folded = ast.fix_missing_locations(_ConstantFolder(constants).visit(tree))

@@ -581,8 +581,7 @@ class SampleRunWorldModel:
                 return Prediction(score=score, uncertainty=self.head.residual_sd, cost_s=base.cost_s,
                                   status=outcome.VALID, p_valid=p_valid, stage=stage, cpu_s=cpu)
             # Likelier to time out in full than not: the reward is its expectation, as for a failure.
-            message = (f"timeout (predicted: {sample.cpu_s:.1f} CPU-s on {self.view(task).train_share:.1%} of the "
-                       f"training rows projects to {projected_cpu:.0f} CPU-s in full)")
+            message = f"timeout (predicted: the sample's {sample.cpu_s:.1f} CPU-s project to {projected_cpu:.0f} CPU-s in full)"
             return Prediction(score=p_valid * score, uncertainty=self.head.residual_sd, cost_s=base.cost_s,
                               status=outcome.TIMEOUT, message=message, p_valid=p_valid, stage=stage, cpu_s=cpu)
         if self.head.is_exact(sample.status, sample.exception):
