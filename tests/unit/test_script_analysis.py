@@ -7,11 +7,15 @@ program the sandbox runs and the columns the script's own pandas finds.
 
 from __future__ import annotations
 
+import ast
+import hashlib
 from pathlib import Path
+
+import pytest
 
 from wmrl_envs.analysis.code_features import analyse_script, interaction_features
 from wmrl_envs.analysis.facts import task_facts
-from wmrl_envs.analysis.script import parse_script
+from wmrl_envs.analysis.script import code_key, parse_script, shape_key
 from wmrl_envs.task_spec import Task, TaskSpec
 
 
@@ -57,3 +61,43 @@ def test_a_task_has_the_columns_pandas_reads_from_its_headers(tmp_path: Path):
     assert task_facts(public).headers["train.csv"] == ("id", " age", "y")
     # pandas keeps the space, so train[["age"]] raises a KeyError: the features count it unknown.
     assert interaction_features(task, analyse_script(script))["unknown_columns"] == 1.0
+
+
+class _NumbersErased(ast.NodeTransformer):
+    """The shape key's definition, walked: every number literal (not a bool) becomes one string."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        number = isinstance(node.value, (int, float, complex)) and not isinstance(node.value, bool)
+        return ast.Constant(value="<number>") if number else node
+
+
+def _walked_keys(script: str) -> tuple[str, str]:
+    tree = ast.parse(script)
+    sha = lambda text: hashlib.sha256(text.encode()).hexdigest()  # noqa: E731
+    return sha(ast.dump(tree)), sha(ast.dump(_NumbersErased().visit(tree)))
+
+
+@pytest.mark.parametrize("script", [
+    "x = 'Constant(value=3)'\ny = 3\n",  # code's text inside a string stays text
+    "b'Constant(value=4)'\n4j\n1e-05\n1e999\n0x10\n1_000\nTrue\nNone\n...\n",
+    "x = u'a'\ny = f'{3:.2f}{z!r}'\n",
+    "x = 'it\\'s \"q\" Constant(value=1)'\nmatch y:\n    case 3 | -2.5:\n        pass\n",
+    'x = """a\nConstant(value=5)\nb"""\ns = "\\\\"\nt = 7\n',
+    "def f(a=1, *, b=2.0):\n    return a[1:3]\n",
+    ("import pandas as pd\nfrom sklearn.ensemble import RandomForestClassifier\n"
+     "train = pd.read_csv('/data/train.csv')\nmodel = RandomForestClassifier(n_estimators=200, max_depth=None,"
+     " random_state=0)\nmodel.fit(train.drop(columns=['y']), train['y'])\nprint(f'{model.score(train.drop("
+     "columns=[\"y\"]), train[\"y\"]):.3f}')\n"),
+])
+def test_the_keys_are_those_of_the_dumped_tree_with_its_numbers_erased(script: str):
+    assert (code_key(script), shape_key(script)) == _walked_keys(script)
+
+
+def test_a_tree_that_cannot_be_printed_is_keyed_by_its_text_and_still_analysed():
+    # A hex literal parses however long it is; its decimal repr exceeds Python's digit limit, so
+    # neither ast.dump nor ast.unparse can print it. The sandbox runs such a script as any other.
+    huge = "from sklearn.linear_model import Ridge\nx = 0x" + "f" * 5000 + "\nmodel = Ridge(alpha=x)\n"
+    assert parse_script(huge).compiles
+    assert code_key(huge) == shape_key(huge) == hashlib.sha256(huge.encode()).hexdigest()
+    assert code_key(huge + "\n") != code_key(huge)
+    assert analyse_script(huge).features["syntax_ok"] == 1.0

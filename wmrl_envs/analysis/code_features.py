@@ -160,7 +160,8 @@ def analyse_script(script: str) -> ScriptAnalysis:
     nodes = list(ast.walk(tree))  # a walk is a sizeable share of the analysis: each tree is walked once
     n_imports = sum(isinstance(n, (ast.Import, ast.ImportFrom)) for n in nodes)
     constants = _module_constants(tree, nodes)
-    folded = ast.fix_missing_locations(_ConstantFolder(constants).visit(tree))
+    folder = _ConstantFolder(constants, any(isinstance(n, ast.IfExp) for n in nodes))
+    folded = folder.visit(tree)  # parsed nodes, rearranged: every one has its location
     folded_nodes = list(ast.walk(folded))
     _fill_empty_bodies(folded_nodes)
     return _Measurer(script, folded, folded_nodes, constants, n_imports).analysis()
@@ -387,8 +388,11 @@ class _ConstantFolder(ast.NodeTransformer):
     """Replaces statically decided ``if`` statements and expressions by their taken branch,
     and drops docstrings."""
 
-    def __init__(self, constants: dict[str, Any]) -> None:
+    def __init__(self, constants: dict[str, Any], conditional_expressions: bool) -> None:
         self.constants = constants
+        # Without an ``a if c else b`` in the tree no expression has anything to fold, and the
+        # walk keeps to statements: most of a tree's nodes are in expressions.
+        self.into_expressions = conditional_expressions
 
     def visit_If(self, node: ast.If) -> Any:
         self.generic_visit(node)
@@ -400,6 +404,8 @@ class _ConstantFolder(ast.NodeTransformer):
     visit_IfExp = visit_If  # same rule: a statement's body is a list, an expression's a node
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
+        if not self.into_expressions and isinstance(node, ast.expr):
+            return node
         body = getattr(node, "body", None)
         if (isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                 and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
@@ -437,7 +443,10 @@ def _number(node: ast.expr, constants: dict[str, Any]) -> float | None:
     value = _static_value(node, constants)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int literal past any float: no hyperparameter the features can read
+        return None
 
 
 def _strings(value: Any) -> set[str]:
@@ -631,7 +640,11 @@ def _salient_text(tree: ast.Module) -> str:
     for stmt in tree.body:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             continue
-        for line in ast.unparse(stmt).splitlines():
+        try:
+            text = ast.unparse(stmt)
+        except (ValueError, RecursionError):  # an int past Python's digit limit; nesting too deep
+            continue
+        for line in text.splitlines():
             if _SALIENT.search(line) and line.strip() not in lines:
                 lines.append(line.strip())
     return "\n".join(lines)[:EMBEDDING_CHARS]

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
+import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from typing import Any, Generic, TypeVar
 
 #: Where the sandbox runs the script: the file name its SyntaxErrors and tracebacks name.
@@ -50,8 +51,10 @@ _KEY_CACHE = 4096
 
 def parse_script(script: str) -> ParsedScript:
     """Parse and compile ``script`` as the sandbox would run it (see the module docstring)."""
-    parses, syntax_error, compiles = _compiler_verdict(script)
-    return ParsedScript(script, _parse(script) if parses else None, syntax_error, compiles)
+    reading, tree = _reading(script)
+    if tree is None and reading.shape_key is not None:
+        tree = _parse(script)
+    return ParsedScript(script, tree, reading.syntax_error, reading.compiles)
 
 
 def _parse(script: str) -> ast.Module:
@@ -61,24 +64,69 @@ def _parse(script: str) -> ast.Module:
         return ast.parse(script.encode("utf-8", "surrogatepass"), SANDBOX_PATH)
 
 
-@lru_cache(maxsize=_KEY_CACHE)
-def _compiler_verdict(script: str) -> tuple[bool, SyntaxError | None, bool]:
-    """Whether ``script`` parses, the SyntaxError it has, and whether it compiles. Remembered:
-    the stages of a scorer each want a tree of their own (the features change theirs) but the same
-    verdict, and compiling is about 40% of a first parse (6.4 against 3.7 ms on grammar scripts)."""
-    parses = False
+@dataclass(frozen=True)
+class _Reading:
+    """What one parse and compile of a script tell (:func:`_reading`)."""
+
+    syntax_error: SyntaxError | None
+    compiles: bool
+    code_key: str
+    shape_key: str | None  # None exactly when the script does not parse
+
+
+#: Readings by script, the most recent last (see :func:`_reading`).
+_READINGS: OrderedDict[str, _Reading] = OrderedDict()
+_READINGS_LOCK = threading.Lock()
+
+
+def _reading(script: str) -> tuple[_Reading, ast.Module | None]:
+    """The reading of ``script``, remembered (the last :data:`_KEY_CACHE` scripts): the stages of
+    a scorer each want a tree of their own (the features change theirs) but the same verdict and
+    keys, and a first reading costs about three parses (parse, compile, dump). A first reading
+    also returns the tree it parsed, unchanged, so that its caller need not parse again."""
+    with _READINGS_LOCK:
+        reading = _READINGS.get(script)
+        if reading is not None:
+            _READINGS.move_to_end(script)
+            return reading, None
+    reading, tree = _first_reading(script)
+    with _READINGS_LOCK:
+        _READINGS[script] = reading
+        if len(_READINGS) > _KEY_CACHE:
+            _READINGS.popitem(last=False)
+    return reading, tree
+
+
+def _first_reading(script: str) -> tuple[_Reading, ast.Module | None]:
+    """What one parse and compile of ``script`` tell, and the tree (None when it does not parse)."""
     try:
         tree = _parse(script)
-        parses = True
+    except SyntaxError as exc:
+        exc.__traceback__ = None  # kept in the cache: its frames are not
+        return _Reading(exc, False, _sha256(script), None), None
+    except (ValueError, MemoryError, RecursionError, UnicodeError):
+        return _Reading(None, False, _sha256(script), None), None
+    try:
+        dump = ast.dump(tree)
+    except (ValueError, RecursionError):  # a hex int literal past Python's digits limit parses, prints not
+        dump = None
+    # Without a dump the script is known by its text: the same program laid out otherwise is missed.
+    code = _sha256(dump) if dump is not None else _sha256(script)
+    shape = _sha256(_erase_numbers(dump)) if dump is not None else code
+    try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             compile(tree, SANDBOX_PATH, "exec", dont_inherit=True)
     except SyntaxError as exc:
-        exc.__traceback__ = None  # kept in the cache: its frames are not
-        return parses, exc, False
+        exc.__traceback__ = None
+        return _Reading(exc, False, code, shape), tree
     except (ValueError, MemoryError, RecursionError, UnicodeError):
-        return parses, None, False
-    return True, None, True
+        return _Reading(None, False, code, shape), tree
+    return _Reading(None, True, code, shape), tree
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def call_name(node: ast.Call) -> str | None:
@@ -93,7 +141,7 @@ def call_name(node: ast.Call) -> str | None:
 def code_key(script: str) -> str:
     """The script's code up to whitespace and comments (a hash of its syntax tree), which names
     the same program however it is laid out; the text's own hash when it does not parse."""
-    return _keys(script)[0]
+    return _reading(script)[0].code_key
 
 
 def shape_key(script: str) -> str | None:
@@ -101,25 +149,24 @@ def shape_key(script: str) -> str | None:
     comments: scripts with one shape key differ at most in numeric literals. Strings are kept,
     since a file name or an estimator's option changes what a program does. None when the
     script does not parse."""
-    return _keys(script)[1]
+    return _reading(script)[0].shape_key
 
 
-class _NumbersErased(ast.NodeTransformer):
-    """Every int, float or complex literal (not a bool) becomes one placeholder."""
+#: In a tree's ``ast.dump``: a quoted string or bytes (skipped whole, so that text inside a string
+#: is never read as code), or a Constant whose value is a number (an int, float or complex literal;
+#: never a bool, None or Ellipsis, whose dumps are names). A number's Constant has no ``kind``.
+_DUMP_TOKENS = re.compile(
+    r"""(?P<quoted>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+    r"|Constant\(value=(?:[0-9][0-9a-zA-Z.+-]*|infj?|nanj?)\)",
+    re.DOTALL,
+)
+_NUMBER_ERASED = "Constant(value='<number>')"
 
-    def visit_Constant(self, node: ast.Constant) -> ast.AST:
-        number = isinstance(node.value, (int, float, complex)) and not isinstance(node.value, bool)
-        return ast.Constant(value="<number>") if number else node
 
-
-@lru_cache(maxsize=_KEY_CACHE)
-def _keys(script: str) -> tuple[str, str | None]:
-    """:func:`code_key` and :func:`shape_key` from one parse (the second erases the tree's numbers)."""
-    tree = parse_script(script).tree
-    if tree is None:
-        return hashlib.sha256(script.encode()).hexdigest(), None
-    code = hashlib.sha256(ast.dump(tree).encode()).hexdigest()
-    return code, hashlib.sha256(ast.dump(_NumbersErased().visit(tree)).encode()).hexdigest()
+def _erase_numbers(dump: str) -> str:
+    """``dump`` with every number literal's Constant replaced by one placeholder: the dump of the
+    same tree with each number's value set to the string ``<number>``, without a second walk."""
+    return _DUMP_TOKENS.sub(lambda m: m.group(0) if m.group("quoted") else _NUMBER_ERASED, dump)
 
 
 Value = TypeVar("Value")
