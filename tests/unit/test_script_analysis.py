@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from wmrl_envs.analysis.code_features import analyse_script, interaction_features
+from wmrl_envs.analysis.code_features import _ConstantFolder, _module_constants, analyse_script, interaction_features
 from wmrl_envs.analysis.facts import task_facts
 from wmrl_envs.analysis.script import code_key, parse_script, shape_key
 from wmrl_envs.task_spec import Task, TaskSpec
@@ -101,3 +101,34 @@ def test_a_tree_that_cannot_be_printed_is_keyed_by_its_text_and_still_analysed()
     assert code_key(huge) == shape_key(huge) == hashlib.sha256(huge.encode()).hexdigest()
     assert code_key(huge + "\n") != code_key(huge)
     assert analyse_script(huge).features["syntax_ok"] == 1.0
+
+
+def test_folding_that_keeps_to_statements_gives_the_program_a_full_walk_gives():
+    script = '''"""A docstring, dropped."""
+import pandas as pd
+MODE = "cv"
+def fit(frame):
+    """Dropped too."""
+    if MODE == "holdout":
+        return frame.sample(frac=0.5)
+    else:
+        return frame
+    print("dead after a return in the taken branch")
+class Model:
+    """And this one."""
+    size = [n * 2 for n in range(3)]
+try:
+    data = fit(pd.read_csv("train.csv"))
+except OSError:
+    if MODE == "cv":
+        raise
+finally:
+    pass
+'''
+    folded = []
+    for into_expressions in (True, False):
+        tree = parse_script(script).tree
+        nodes = list(ast.walk(tree))
+        folded.append(ast.dump(_ConstantFolder(_module_constants(tree, nodes), into_expressions).visit(tree)))
+    assert folded[0] == folded[1]
+    assert "holdout" not in folded[1] and "dead after" not in folded[1] and "docstring" not in folded[1]
