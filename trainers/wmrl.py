@@ -244,7 +244,8 @@ class WMRLTrainer:
 
     def _adapt_anchors(self, step: int) -> dict[str, float]:
         """The schedule's adaptive-anchoring rule, once per step after its anchors reached the calibrator."""
-        fraction, reason = self.core.schedule.adapt(step, self.calibrator.audit().monotone_ok, self._eta2())
+        with self.ledger.measure("world_model", count=0):  # the audit is the world model's upkeep
+            fraction, reason = self.core.schedule.adapt(step, self.calibrator.audit().monotone_ok, self._eta2())
         return {"anchors/fraction": fraction, "anchors/reason": float(reason)}
 
     def _eta2(self) -> float:

@@ -47,7 +47,7 @@ from wmrl_envs.grading.runs import exception_message, judge_run
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, ExecutorPool, make_executor
 from wmrl_envs.scoring.experience import Experience
 from wmrl_envs.scoring.inflight import InFlightAnchors
-from wmrl_envs.scoring.results import ScoredGroup, ScoreResult, bounded, tail
+from wmrl_envs.scoring.results import ScoredGroup, ScoreResult, bounded, charge_world_model, tail
 from wmrl_envs.task_spec import Task
 from wmrl_envs.world_models import DEFAULT_WORLD_MODEL, make_world_model
 from wmrl_envs.world_models.execution_cost import ExecutionCostModel
@@ -332,8 +332,7 @@ class CodeScorer:
         """Apply a proof of failure to the sample, as its exact outcome; False when none is found."""
         start, cpu = time.perf_counter(), time.process_time()
         proof = self.prover.prove(task, script)
-        sample.cost["world_model_s"] = sample.cost.get("world_model_s", 0.0) + time.perf_counter() - start
-        sample.cost["world_model_cpu_s"] = sample.cost.get("world_model_cpu_s", 0.0) + time.process_time() - cpu
+        charge_world_model([sample], start, cpu)
         if proof is None:
             return False
         sample.status, sample.exception = proof.status, proof.exception
@@ -487,14 +486,9 @@ class CodeScorer:
 
 
 def _charge(out: Sequence[ScoredGroup], items: Sequence[tuple[int, int]], start: float, cpu: float) -> None:
-    """Charge the wall and CPU time since ``start`` and ``cpu`` to ``items`` evenly, as world-model
-    time: pricing, reuse and neighbour lookups are work done to avoid running a sample (keying a
-    script costs a parse)."""
-    wall, cpu = (time.perf_counter() - start) / len(items), (time.process_time() - cpu) / len(items)
-    for gi, i in items:
-        cost = out[gi].samples[i].cost
-        cost["world_model_s"] = cost.get("world_model_s", 0.0) + wall
-        cost["world_model_cpu_s"] = cost.get("world_model_cpu_s", 0.0) + cpu
+    """Charge the time since ``start`` and ``cpu`` to ``items`` evenly, as world-model time (keying
+    a script for reuse or its neighbours costs a parse)."""
+    charge_world_model((out[gi].samples[i] for gi, i in items), start, cpu)
 
 
 def _time_out(sample: ScoreResult, timeout_s: float | None) -> None:

@@ -15,7 +15,8 @@ Every message a result carries is bounded (:func:`bounded`), because it reaches 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+import time
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 from wmrl_envs.grading.runs import bounded, tail
 
 STREAMS = ("real", "world_model", "anchor")
-__all__ = ["DECIDERS", "STREAMS", "ScoreResult", "ScoredGroup", "bounded", "tail"]
+__all__ = ["DECIDERS", "STREAMS", "ScoreResult", "ScoredGroup", "bounded", "charge_world_model", "tail"]
 #: What settled a sample's outcome (``ScoreResult.decided_by``): a static proof, the script's run
 #: in the sandbox, its run on a sample of the task, an earlier full run of the same code on the
 #: task reused, a world model's estimate moved by the residuals of executed scripts that differ
@@ -198,3 +199,16 @@ class ScoredGroup:
     @staticmethod
     def _paired(wm: np.ndarray, real: np.ndarray) -> np.ndarray:
         return np.isfinite(wm) & np.isfinite(real)
+
+
+def charge_world_model(samples: Iterable[ScoreResult], start: float, cpu: float) -> None:
+    """Charge the wall and CPU time since ``start`` (``time.perf_counter``) and ``cpu``
+    (``time.process_time``) to ``samples`` evenly, as world-model time: work done so that those
+    samples need not run (pricing, reuse and neighbour lookups, calibration and fusion)."""
+    samples = list(samples)
+    if not samples:
+        return
+    wall, cpu = (time.perf_counter() - start) / len(samples), (time.process_time() - cpu) / len(samples)
+    for sample in samples:
+        sample.cost["world_model_s"] = sample.cost.get("world_model_s", 0.0) + wall
+        sample.cost["world_model_cpu_s"] = sample.cost.get("world_model_cpu_s", 0.0) + cpu
