@@ -349,18 +349,3 @@ def test_the_core_blends_each_anchor_with_its_out_of_sample_world_model_score(de
     assert half == pytest.approx([(r + w) / 2 for r, w in zip(real, expected)])
     assert core.calibrator.n_pairs == 12  # anchors still feed the calibrator
 
-
-def test_fusion_is_world_model_time_charged_to_the_world_model_side() -> None:
-    from wmrl_envs.calibration import Calibrator, CalibratorConfig
-    from wmrl_envs.scoring import HashSchedule, ScoredGroup, ScoreResult, ScoringCore
-
-    core = ScoringCore(HashSchedule(), Calibrator(CalibratorConfig(min_pairs_global=2)), FusionConfig())
-    real, wm = [0.2, 0.9, 0.5, 0.4], [0.6, 0.1, 0.5, 0.3]
-    groups = [ScoredGroup("t", 1, "anchor", [ScoreResult("t", "anchor", real_score=r, wm_score_raw=w, valid=True)
-                                             for r, w in zip(real, wm)]),
-              ScoredGroup("t", 2, "world_model", [ScoreResult("t", "world_model", wm_score_raw=w) for w in wm]),
-              ScoredGroup("t", 3, "real", [ScoreResult("t", "real", real_score=r, valid=True) for r in real])]
-    core.fuse(groups)  # fits the calibrator's maps on the anchors: the upkeep of the world model
-    anchor, predicted, executed = ([s.cost for s in g.samples] for g in groups)
-    assert all(c["world_model_s"] > 0 and "world_model_cpu_s" in c for c in anchor + predicted)
-    assert all(c["world_model_s"] == 0.0 and "world_model_cpu_s" not in c for c in executed)

@@ -44,7 +44,6 @@ steps 1 to 5 on its own, so its pairs reach the calibrator in submission order.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
@@ -56,7 +55,7 @@ from wmrl_envs.errors import CalibratorLostError, ConfigError
 from wmrl_envs.scoring.calibrators import shared_calibrator
 from wmrl_envs.scoring.fusion import DisagreementTracker, FusionConfig, anchor_reward, anchor_weight
 from wmrl_envs.scoring.inflight import InFlightAnchors
-from wmrl_envs.scoring.results import ScoredGroup, bounded, charge_world_model
+from wmrl_envs.scoring.results import ScoredGroup, bounded
 from wmrl_envs.scoring.schedule import (
     AnchorSchedule,
     ConstantSchedule,
@@ -202,9 +201,7 @@ class ScoringCore:
         return [bool(c) for c in chosen]
 
     def fuse(self, groups: Sequence[ScoredGroup]) -> list[ScoredGroup]:
-        """Turn raw scores into rewards and weights (the steps in the module docstring); in place.
-        The time it takes is world-model time, charged to the groups' world-model samples."""
-        start, cpu = time.perf_counter(), time.process_time()
+        """Turn raw scores into rewards and weights (the steps in the module docstring); in place."""
         anchors = [g for g in groups if g.stream == "anchor"]
         for g in anchors:
             self._calibrate(g)
@@ -251,7 +248,6 @@ class ScoringCore:
                 s.fusion_weight = weight if g.stream == "anchor" else 1.0
                 if g.stream == "world_model":
                     s.reward_error_bound = group_bound
-        charge_world_model((s for g in groups if g.stream != "real" for s in g.samples), start, cpu)
         return list(groups)
 
     def _feed(self, anchors: list[ScoredGroup]) -> bool:
