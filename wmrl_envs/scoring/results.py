@@ -204,7 +204,7 @@ class ScoredGroup:
 def charge_world_model(samples: Iterable[ScoreResult], start: float, cpu: float) -> None:
     """Charge the wall and CPU time since ``start`` (``time.perf_counter``) and ``cpu``
     (``time.process_time``) to ``samples`` evenly, as world-model time: work done so that those
-    samples need not run (pricing, reuse and neighbour lookups, calibration and fusion)."""
+    samples need not run (proofs, pricing, reuse and neighbour lookups)."""
     samples = list(samples)
     if not samples:
         return
