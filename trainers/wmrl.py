@@ -147,6 +147,7 @@ class WMRLTrainer:
             executed = outcomes
             self._log_anchors(step, step, outcomes)
         self.last_outcomes = outcomes
+        self.ledger.add("world_model", *self.core.take_fusion_time(), count=0)  # fusion is the world model's upkeep
         rollouts, rewards, is_anchor, metrics = self._rewards(outcomes)
         metrics.update(flight_metrics)
         metrics.update(self._count_infra(executed))

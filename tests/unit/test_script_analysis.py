@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from wmrl_envs.analysis import script as script_module
 from wmrl_envs.analysis.code_features import _ConstantFolder, _module_constants, analyse_script, interaction_features
 from wmrl_envs.analysis.facts import task_facts
-from wmrl_envs.analysis.script import code_key, parse_script, shape_key
+from wmrl_envs.analysis.proofs import shared_prover
+from wmrl_envs.analysis.script import code_key, hand_back, parse_script, shape_key
 from wmrl_envs.task_spec import Task, TaskSpec
 
 
@@ -45,6 +47,30 @@ def test_the_compilers_verdict_is_remembered_but_every_reader_gets_a_tree_of_its
         assert "outside function" in str(parsed.syntax_error) and parsed.syntax_error.lineno == 3
     unparsable = parse_script("def f(:\n")
     assert unparsable.tree is None and isinstance(unparsable.syntax_error, SyntaxError)
+
+
+def test_a_tree_handed_back_goes_to_one_reader_and_the_prover_hands_its_back(monkeypatch, tmp_path: Path):
+    parses = []
+    real_parse = script_module._parse
+    monkeypatch.setattr(script_module, "_parse", lambda text: parses.append(text) or real_parse(text))
+    script = "import pandas as pd\nSEED = 7\ntrain = pd.read_csv('train.csv')\nprint(train.shape, SEED)\n"
+    first = parse_script(script)
+    hand_back(first)
+    taken = parse_script(script)
+    assert taken.tree is first.tree and len(parses) == 1  # the handed-back tree, not a new parse
+    assert parse_script(script).tree is not first.tree and len(parses) == 2  # taken once only
+
+    # The prover only reads its tree and hands it back: proving, then analysing, parses once.
+    other = script.replace("SEED = 7", "SEED = 8")
+    (tmp_path / "train.csv").write_text("a,b\n1,2\n")
+    spec = TaskSpec(id="t", name="t", suite="test", env_id="wmrl/MLEDojo-v0", split="train", metric="rmse",
+                    task_type="regression", target_columns=("b",))
+    task = Task(spec=spec, root=tmp_path, description_path=tmp_path / "description.md", public_dir=tmp_path,
+                answers_path=tmp_path / "answers.csv")
+    shared_prover().prove(task, other)
+    analysed = analyse_script(other)
+    assert parses.count(other) == 1
+    assert analysed.features == analyse_script(other).features  # the same as from a fresh parse
 
 
 def test_a_task_has_the_columns_pandas_reads_from_its_headers(tmp_path: Path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from agents.code.grammar import SLOTS, SolutionChoices, render_script
 from wmrl_envs.errors import ConfigError
 from wmrl_envs.mutations import OPERATORS
 from wmrl_envs.tasks import list_tasks
+from wmrl_envs.world_models import status_head
 from wmrl_envs.world_models.build import corpus as corpus_lib
 from wmrl_envs.world_models.status_head import (
     StatusHeadConfig,
@@ -86,3 +88,30 @@ def test_mutant_plans_deal_every_operator_and_are_deterministic():
         assert item.script(task.spec, _render) != _render(task.spec, json.loads(item.choices), item.seed)
     with pytest.raises(ConfigError, match="unknown mutation operator"):
         corpus_lib.plan_mutants(tasks, SLOTS, _render, per_task=1, operators=["nope"])
+
+
+#: The frozen out-of-sample set's hand-written scripts (LLM idioms).
+OOS_SCRIPTS = Path(__file__).resolve().parents[2] / "bench" / "oos" / "scripts"
+
+#: Scripts on which the interpreter's tokenizer and ``tokenize`` part ways, or which stop either.
+ODD_SCRIPTS = ["x = $1\n", "x = `a`\n", "print(1 <> 2)\n", "async def f():\n    await g()\n", "s = 'abc\nprint(s)\n",
+               "x = '''abc\n", "def f(:\n", "if x:\n  a\n b\n", "x = 1if y else 2\n", "a = 0777\n", "b = 1e\n",
+               "x = f'{a!r:>{w}}'\n", "x = '\\ud800'\n", "\x00x = 1\n", "x = (1,\n", "x = 1 \\\n + 2", "\u00e9 = 1\n",
+               "x = 1_000j + 0x_ff\n", "x = b'\\xff' rb'a' Rb'b'\n", "x = 1\r\ny = 2\r\n", "x = 1\ry = 2\n",
+               "\ufeffx = 1\n", "\tif x:\n\t\tpass\n", "x = ?\n", "x = !a\n", "x = 'a' 'b'\n"]
+
+
+@pytest.mark.skipif(status_head._C_TOKENS is None, reason="tokenize is the interpreter's tokenizer on Python 3.12+")
+def test_the_fast_tokens_are_those_of_tokenize(monkeypatch):
+    tasks = list_tasks(suite="mle", split="train")[:12] + list_tasks(suite="dsbench", split="train")[:4]
+    plan = corpus_lib.plan_mutants(tasks, SLOTS, _render, per_task=12, seed=5)
+    by_id = {t.id: t for t in tasks}
+    scripts = [item.script(by_id[item.task_id].spec, _render) for item in plan]
+    rng = np.random.default_rng(5)
+    scripts += [render_script(t.spec, SolutionChoices.from_indices([rng.integers(len(o)) for o in SLOTS.values()]), i)
+                for i, t in enumerate(tasks * 4)]
+    scripts += [p.read_text(encoding="utf-8") for p in sorted(OOS_SCRIPTS.glob("*/*.py"))] + ODD_SCRIPTS
+    fast = [code_tokens(s) for s in scripts]
+    monkeypatch.setattr(status_head, "_C_TOKENS", None)
+    assert fast == [code_tokens(s) for s in scripts]
+    assert len(scripts) > 300 and len(set(fast)) > 250

@@ -125,6 +125,16 @@ def test_ledger_counts_what_each_mode_executes(tmp_path, mode, executed_share):
     assert trainer.ledger.totals["generation"].count == total
 
 
+def test_fusion_time_is_charged_to_the_world_model(tmp_path):
+    trainer = make_trainer(tmp_path, steps=4)
+    trainer.train(progress=False)
+    world_model = trainer.ledger.totals["world_model"]
+    # The adapter charges 0.1 ms a predicted sample; the core's fusion (calibrator fits) comes on top,
+    # with no count of its own (it scores no script).
+    assert world_model.cpu_s > 0.0001 * world_model.count + 1e-4 and world_model.wall_s > 0.0001 * world_model.count + 1e-4
+    assert trainer.core.take_fusion_time() == (0.0, 0.0)  # drained every step
+
+
 def test_no_denoise_keeps_weight_one_and_no_debias_uses_raw_scores(tmp_path):
     no_denoise = make_trainer(tmp_path, mode="wmrl-no-denoise", steps=5)
     assert all(h["fusion/w_anchor"] == 1.0 for h in no_denoise.train(progress=False))

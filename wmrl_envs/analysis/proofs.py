@@ -84,7 +84,7 @@ from pyflakes import checker, messages
 
 from wmrl_envs import outcome
 from wmrl_envs.analysis.facts import RuntimeFacts, TaskFacts, runtime_facts, task_facts
-from wmrl_envs.analysis.script import SANDBOX_PATH, call_name, parse_script
+from wmrl_envs.analysis.script import SANDBOX_PATH, ParsedScript, call_name, hand_back, parse_script
 from wmrl_envs.errors import SandboxUnavailableError
 
 log = logging.getLogger(__name__)
@@ -341,6 +341,12 @@ class Prover:
 
     def _prove(self, task: Any, script: str) -> Proof | None:
         parsed = parse_script(script)
+        try:
+            return self._prove_parsed(task, script, parsed)
+        finally:
+            hand_back(parsed)  # the walk only reads the tree: the features need not parse it again
+
+    def _prove_parsed(self, task: Any, script: str, parsed: ParsedScript) -> Proof | None:
         if parsed.syntax_error is not None:
             error = parsed.syntax_error
             return Proof(outcome.SYNTAX_ERROR, type(error).__name__, _exception_line(error), error.lineno, "syntax")

@@ -30,8 +30,9 @@ class ParsedScript:
 
     Attributes:
         source: The script as given.
-        tree: Its syntax tree, or None when it does not parse; a new tree on every call, so
-            its reader may change it (the code features fold constants in place).
+        tree: Its syntax tree, or None when it does not parse; the caller's alone (a new parse, or
+            one a reader handed back unchanged, :func:`hand_back`), so its reader may change it
+            (the code features fold constants in place).
         syntax_error: The SyntaxError ``python solution.py`` reports for it, or None. A script
             can parse and still have one (an error only the code generator finds).
         compiles: Whether the compiler accepted it. False with no ``syntax_error`` when the
@@ -53,8 +54,30 @@ def parse_script(script: str) -> ParsedScript:
     """Parse and compile ``script`` as the sandbox would run it (see the module docstring)."""
     reading, tree = _reading(script)
     if tree is None and reading.shape_key is not None:
-        tree = _parse(script)
+        tree = _take_spare(script) or _parse(script)
     return ParsedScript(script, tree, reading.syntax_error, reading.compiles)
+
+
+def hand_back(parsed: ParsedScript) -> None:
+    """Give the tree of ``parsed`` to the next reader of its script, who then need not parse it.
+
+    Only a reader that left the tree as it was parsed may hand it back, and it must not touch
+    it afterwards (the next reader may change it). The prover does, and the code features, which
+    fold theirs in place, then take it: a scorer parses a new script once instead of twice.
+    """
+    if parsed.tree is None:
+        return
+    with _READINGS_LOCK:
+        _SPARE_TREES[parsed.source] = parsed.tree
+        _SPARE_TREES.move_to_end(parsed.source)
+        if len(_SPARE_TREES) > _SPARE_LIMIT:
+            _SPARE_TREES.popitem(last=False)
+
+
+def _take_spare(script: str) -> ast.Module | None:
+    """The tree a reader handed back for ``script``, now the caller's alone; None without one."""
+    with _READINGS_LOCK:
+        return _SPARE_TREES.pop(script, None)
 
 
 def _parse(script: str) -> ast.Module:
@@ -77,6 +100,11 @@ class _Reading:
 #: Readings by script, the most recent last (see :func:`_reading`).
 _READINGS: OrderedDict[str, _Reading] = OrderedDict()
 _READINGS_LOCK = threading.Lock()
+#: Trees handed back by a reader (:func:`hand_back`), the most recent last. A scorer's batch
+#: proves all its scripts before the features read them, so the bound is a batch or two; a tree
+#: dropped only costs its next reader a parse.
+_SPARE_TREES: OrderedDict[str, ast.Module] = OrderedDict()
+_SPARE_LIMIT = 256
 
 
 def _reading(script: str) -> tuple[_Reading, ast.Module | None]:

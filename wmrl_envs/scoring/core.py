@@ -44,6 +44,7 @@ steps 1 to 5 on its own, so its pairs reach the calibrator in submission order.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
@@ -104,6 +105,7 @@ class ScoringCore:
         self.c: float | None = self.fusion.c
         self.disagreement = DisagreementTracker(self.fusion)
         self.error_bound = RewardErrorBound(self.fusion.error_bound_level, self.fusion.error_bound_window)
+        self._fusion_cpu_s = self._fusion_wall_s = 0.0
 
     @property
     def reward(self) -> str:
@@ -201,7 +203,24 @@ class ScoringCore:
         return [bool(c) for c in chosen]
 
     def fuse(self, groups: Sequence[ScoredGroup]) -> list[ScoredGroup]:
-        """Turn raw scores into rewards and weights (the steps in the module docstring); in place."""
+        """Turn raw scores into rewards and weights (the steps in the module docstring); in place.
+        Its time is the world model's upkeep, kept for :meth:`take_fusion_time` and out of the
+        samples' ``cost`` (an env step's ``info`` must not depend on how fast it ran)."""
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        try:
+            return self._fuse(groups)
+        finally:
+            self._fusion_cpu_s += time.process_time() - cpu0
+            self._fusion_wall_s += time.perf_counter() - wall0
+
+    def take_fusion_time(self) -> tuple[float, float]:
+        """The CPU- and wall-seconds :meth:`fuse` spent since the last call, for a compute ledger
+        (the trainer charges them to the world model each step)."""
+        spent = (self._fusion_cpu_s, self._fusion_wall_s)
+        self._fusion_cpu_s = self._fusion_wall_s = 0.0
+        return spent
+
+    def _fuse(self, groups: Sequence[ScoredGroup]) -> list[ScoredGroup]:
         anchors = [g for g in groups if g.stream == "anchor"]
         for g in anchors:
             self._calibrate(g)

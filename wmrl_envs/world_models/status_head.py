@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import io
 import re
+import sys
+import token
 import tokenize
+import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,14 +94,57 @@ def code_tokens(script: str) -> str:
     """
     out: list[str] = []
     try:
-        for token in tokenize.generate_tokens(io.StringIO(script).readline):
-            if token.type in (tokenize.NAME, tokenize.OP, tokenize.NUMBER):
-                out.append(token.string)
-            elif token.type == tokenize.STRING:
-                out.append("S:" + _SPACE.sub("_", token.string.strip("\"'rbfRBF"))[:40])
+        for kind, text in _tokens(script):
+            if kind in (tokenize.NAME, tokenize.OP, tokenize.NUMBER):
+                out.append(text)
+            elif kind == tokenize.STRING:
+                out.append("S:" + _SPACE.sub("_", text.strip("\"'rbfRBF"))[:40])
     except (tokenize.TokenError, IndentationError, SyntaxError):
         pass  # the tokens read so far still describe the script
     return " ".join(out)
+
+
+#: Operator token types as the interpreter's tokenizer reports them (each its exact type).
+_EXACT_OPERATORS = frozenset(token.EXACT_TOKEN_TYPES.values())
+#: Token types on which the interpreter's tokenizer and ``tokenize`` agree. Not among them: a
+#: character no token starts with (generic ``OP`` there, ``ERRORTOKEN`` in ``tokenize``) and
+#: ``async``/``await`` (``ASYNC``/``AWAIT`` there, ``NAME`` in ``tokenize``).
+_AGREED_TYPES = _EXACT_OPERATORS | {token.NAME, token.NUMBER, token.STRING, token.NEWLINE, token.NL, token.INDENT,
+                                    token.DEDENT, token.COMMENT, token.ENDMARKER}
+#: Python 3.10-3.11: ``tokenize`` is pure Python, about five times slower than the interpreter's own
+#: tokenizer, whose iterator ``tokenize`` itself wraps (privately; 3.12 made it ``tokenize``'s engine).
+_C_TOKENS = None
+if sys.version_info < (3, 12):
+    try:
+        from _tokenize import TokenizerIter as _C_TOKENS  # yields (text, type, positions..., line)
+    except ImportError:
+        pass
+
+
+def _tokens(script: str) -> Iterable[tuple[int, str]]:
+    """``(type, text)`` of each token, as ``tokenize.generate_tokens`` reads them.
+
+    The interpreter's tokenizer gives the same tokens faster where it reads the whole script
+    and every token is of a type the two agree on (a test compares them on every corpus);
+    otherwise ``tokenize``, which goes on past errors, reads it.
+    """
+    if _C_TOKENS is not None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "invalid decimal literal" and the like: not ours to say
+                tokens = [(kind, text) for text, kind, *_ in _C_TOKENS(script)]
+        except Exception:
+            tokens = None
+        # "<>" is one token there (NOTEQUAL) and two in tokenize.
+        if tokens is not None and all(kind in _AGREED_TYPES and text != "<>" for kind, text in tokens):
+            return [(tokenize.OP if kind in _EXACT_OPERATORS else kind, text) for kind, text in tokens]
+    return _python_tokens(script)
+
+
+def _python_tokens(script: str) -> Iterator[tuple[int, str]]:
+    """``(type, text)`` of each token by ``tokenize``, lazily: its tokens up to an error count."""
+    for t in tokenize.generate_tokens(io.StringIO(script).readline):
+        yield t.type, t.string
 
 
 def _vocabulary(tokens: Sequence[str], config: StatusHeadConfig):
