@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import csv
+import gc
 import json
 
 import torch
 
 from trainers.cli import main
 from trainers.policies import load_run_policy, make_policy
+from trainers.wmrl import WMRLTrainer
 
 
-def test_wmrl_train_smoke(tmp_path, capsys):
+def test_wmrl_train_smoke(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
+    frozen = []
+    train = WMRLTrainer.train
+    monkeypatch.setattr(WMRLTrainer, "train", lambda self, *a, **k: frozen.append(gc.get_freeze_count()) or train(self, *a, **k))
     code = main(["train", "--mode", "wmrl", "--steps", "3", "--tasks-per-step", "2",
                  "--group-size", "2", "--warmup-steps", "1", "--tasks", "wine-cultivar", "auto-fuel-economy",
                  "--eval-k", "1", "--eval-tasks", "glass-identification", "--output-dir", str(out),
                  "--no-tensorboard", "--seed", "0"])
     assert code == 0
+    assert frozen[0] > 1000 and gc.get_freeze_count() == 0  # trained with the heap of its start frozen, then thawed
     rows = list(csv.DictReader((out / "metrics.csv").open()))
     assert len(rows) == 3
     assert {"reward/mean", "calibration/n_pairs", "fusion/w_anchor", "cost/execution_s"} <= set(rows[0])
