@@ -132,8 +132,8 @@ def heap_frozen() -> Iterator[None]:
     They live as long as the run (the policy, the libraries, the tasks), while scoring builds and
     drops thousands of syntax trees a step, and each full collection walked every one of them again:
     the main job's world-model CPU is 0.86 of what it was without this
-    (``bench/results/world_model_cpu_main_job.md``). Unfrozen
-    after, so that a process that trains more than once (a test session) can collect them then.
+    (``bench/results/world_model_cpu_main_job.md``). Unfrozen after, so that a process that trains
+    more than once (a test session) can collect them then.
     """
     gc.collect()
     gc.freeze()

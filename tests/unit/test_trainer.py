@@ -13,10 +13,13 @@ import torch
 
 from agents.base import Rollout, pad_logps
 from trainers.adapters import GroupOutcome
+from trainers.ledger import ComputeLedger
 from trainers.wmrl import WMRLTrainer
 from trainers.wmrl_config import WMRLConfig
+from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import ConfigError
-from wmrl_envs.scoring import ScoredGroup, ScoreResult
+from wmrl_envs.scoring import ScoredGroup, ScoreResult, ScoringCore
+from wmrl_envs.scoring.schedule import HashSchedule
 
 STEPS, DIMS, BINS = 6, 3, 4  # a 6-step episode of 3 action tokens with 4 bins each
 
@@ -216,3 +219,20 @@ def test_warmup_waits_for_anchors_with_signal_instead_of_crashing(tmp_path):
     assert all(h["fusion/w_anchor"] == 1.0 for h in history[:2])
     assert trainer.c is not None and np.isfinite(trainer.c)  # measured once successes appeared
     assert trainer._warmup_samples == []
+
+
+def test_a_libero_collection_charges_the_fusion_in_its_span_once():
+    from trainers.families.libero import LiberoAdapter  # the LIBERO family: only this test needs it
+
+    core = ScoringCore(HashSchedule(), Calibrator())
+    core.fuse([])  # the episodes' fusion, inside the span the adapter measured
+    results = [ScoreResult("t", "world_model", wm_score_raw=0.5,
+                           cost={"simulation_cpu_s": 1.0, "simulation_s": 1.0, "world_model_s": 0.25,
+                                 "simulation_steps": 10}) for _ in range(4)]
+    rollouts = [Rollout("t", 0, {"result": r}, torch.zeros(1), torch.zeros(1)) for r in results]
+    ledger = ComputeLedger()
+    LiberoAdapter._charge(rollouts, 20.0, 20.0, ledger, core)
+    totals = ledger.totals
+    assert totals["world_model"].cpu_s > 1.0 and totals["world_model"].count == 4  # the episodes' 1.0, and fusion
+    assert totals["simulation"].cpu_s + totals["world_model"].cpu_s + totals["generation"].cpu_s == pytest.approx(20.0)
+    assert core.take_fusion_time() == (0.0, 0.0)  # taken: the trainer's own take cannot charge it again

@@ -139,7 +139,7 @@ class LiberoAdapter:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         with torch.no_grad():
             rollouts = policy.generate(prompts, group_size, [group_ids[i] for i in order], generator)
-        self._charge(rollouts, time.process_time() - cpu0, time.perf_counter() - wall0, ledger)
+        self._charge(rollouts, time.process_time() - cpu0, time.perf_counter() - wall0, ledger, core)
         grouped = by_group(rollouts, group_ids)
         # Each episode's info carries the ScoreResult the core fused; the group keeps it as it is.
         return [GroupOutcome(grouped[g], ScoredGroup(TASK_NAMES[task_index(t)], g, s,
@@ -147,15 +147,20 @@ class LiberoAdapter:
                 for t, g, s in zip(task_ids, group_ids, streams)]
 
     @staticmethod
-    def _charge(rollouts: list[Rollout], cpu: float, wall: float, ledger: ComputeLedger) -> None:
+    def _charge(rollouts: list[Rollout], cpu: float, wall: float, ledger: ComputeLedger, core: ScoringCore) -> None:
+        """Charge a collection's measured ``cpu`` and ``wall``: simulation and world model as the
+        episodes report them, the core's fusion inside the span to the world model, the rest to generation."""
         results: list[ScoreResult] = [r.response["result"] for r in rollouts]
         sim_cpu = sum(r.cost["simulation_cpu_s"] for r in results)
         sim_wall = sum(r.cost["simulation_s"] for r in results)
         wm = sum(r.cost["world_model_s"] for r in results)
+        fusion_cpu, fusion_wall = core.take_fusion_time()  # the episodes fused in the span: not generation
         scored = sum(r.wm_score_raw is not None for r in results)
         ledger.add("simulation", sim_cpu, sim_wall, count=sum(int(r.cost["simulation_steps"]) for r in results))
-        ledger.add("world_model", wm, wm, count=scored)  # NumPy on one thread: CPU time ~ wall time
-        ledger.add("generation", max(cpu - sim_cpu - wm, 0.0), max(wall - sim_wall - wm, 0.0), count=len(rollouts))
+        # NumPy on one thread: the success model's CPU time ~ its wall time.
+        ledger.add("world_model", wm + fusion_cpu, wm + fusion_wall, count=scored)
+        ledger.add("generation", max(cpu - sim_cpu - wm - fusion_cpu, 0.0), max(wall - sim_wall - wm - fusion_wall, 0.0),
+                   count=len(rollouts))
 
     def close(self) -> None:
         if self.env is not None:

@@ -92,7 +92,7 @@ def collect_pooled(adapter: Any, pool: SimulationPool, policy: Any, task_ids: Se
     cpu3, wall3 = time.process_time(), time.perf_counter()
     everything = [r for g in group_ids for r in rollouts[g]]
     adapter._charge(everything, (cpu1 - cpu0) + (cpu3 - cpu2) + sum(r.cpu_s for r in results),
-                    (wall1 - wall0) + (wall3 - wall2) + sum(r.wall_s for r in results), ledger)
+                    (wall1 - wall0) + (wall3 - wall2) + sum(r.wall_s for r in results), ledger, core)
     return [GroupOutcome(rollouts[g.group_id], g) for g in groups]
 
 
