@@ -142,10 +142,36 @@ def _tokens(script: str) -> Iterable[tuple[int, str]]:
     return _python_tokens(script)
 
 
+#: Python 3.12 and later tokenize an f-string (3.14 a t-string too) as its parts: a start, the
+#: text between replacement fields, each field's own tokens, an end. The head was fitted on the one
+#: ``STRING`` token that 3.10-3.11 give an f-string, whose text is the literal's source.
+_STRING_STARTS = frozenset(getattr(token, name) for name in ("FSTRING_START", "TSTRING_START") if hasattr(token, name))
+_STRING_ENDS = frozenset(getattr(token, name) for name in ("FSTRING_END", "TSTRING_END") if hasattr(token, name))
+
+
 def _python_tokens(script: str) -> Iterator[tuple[int, str]]:
-    """``(type, text)`` of each token by ``tokenize``, lazily: its tokens up to an error count."""
+    """``(type, text)`` of each token by ``tokenize``, lazily: its tokens up to an error count.
+    An f-string in parts is one ``STRING`` token of its source text, on every Python."""
+    lines = io.StringIO(script).readlines()  # the lines tokenize reads, so its positions index them
+    depth, start = 0, (0, 0)
     for t in tokenize.generate_tokens(io.StringIO(script).readline):
-        yield t.type, t.string
+        if t.type in _STRING_STARTS:
+            depth += 1
+            start = t.start if depth == 1 else start
+        elif not depth:
+            yield t.type, t.string
+        elif t.type in _STRING_ENDS:
+            depth -= 1
+            if not depth:  # an f-string inside a replacement field is part of the outer one's text
+                yield tokenize.STRING, _source(lines, start, t.end)
+
+
+def _source(lines: Sequence[str], start: tuple[int, int], end: tuple[int, int]) -> str:
+    """The text between two tokenize positions (1-based rows, 0-based columns)."""
+    (first, begin), (last, stop) = start, end
+    if first == last:
+        return lines[first - 1][begin:stop]
+    return lines[first - 1][begin:] + "".join(lines[first:last - 1]) + lines[last - 1][:stop]
 
 
 def _vocabulary(tokens: Sequence[str], config: StatusHeadConfig):
