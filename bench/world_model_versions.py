@@ -33,7 +33,9 @@ import dataclasses
 import json
 import lzma
 import platform
+import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +130,12 @@ def _has_fstring(script: str) -> bool:
         return False
 
 
+def _check(proof: str) -> str:
+    """The check a proof's text names (``None`` for no proof)."""
+    found = re.search(r"check='(\w+)'", proof)
+    return found.group(1) if found else proof[:40]
+
+
 def compare(first: dict[str, Any], second: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """Per set and in all: how many scripts' answers differ, part by part, and by how much the
     predictions move (status, P(valid), score)."""
@@ -153,6 +161,9 @@ def compare(first: dict[str, Any], second: dict[str, Any]) -> tuple[dict[str, An
             row[f"{field}_gap_max"] = float(np.nanmax(gap)) if len(gap) else 0.0
             row[f"{field}_gap_mean"] = float(np.nanmean(gap)) if len(gap) else 0.0
         report["rows"].append(row)
+    moved = Counter((_check(x["proof"]), _check(y["proof"])) for x, y in zip(first["answers"], second["answers"])
+                    if x["proof"] != y["proof"])
+    report["proofs_moved"] = [[a, b, n] for (a, b), n in sorted(moved.items(), key=str)]
     head = ("| scripts | n | with an f-string | tokens differ | features differ | keys differ | proofs differ "
             "| predictions differ | status differs | P(valid) gap, mean / max | score gap, mean / max |\n"
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
@@ -174,7 +185,18 @@ def _markdown(report: dict[str, Any], table: str) -> str:
             "reuse tables' code and shape keys), proof, prediction (score, P(valid), status, exception, "
             "stage, message). In-sample scripts (grammar and its mutants on the MLE train tasks) and the "
             "first frozen set's hand-written scripts (a used set). How the files were made: the module's "
-            "docstring.\n\n" + table)
+            "docstring.\n\n" + table + _proofs_moved(report))
+
+
+def _proofs_moved(report: dict[str, Any]) -> str:
+    if not report["proofs_moved"]:
+        return ""
+    one, two = report["pythons"]
+    moves = "; ".join(f"{a} under {one}, {b} under {two}: {n}" for a, b, n in report["proofs_moved"])
+    return (f"\nProofs that differ, by the check that made them ({moves}). The prover withholds a "
+            "TypeError it would word with the host's CPython when the sandbox's runtime is another "
+            "version (its facts record the runtime's; `proofs._python_matches`), and the surrogate "
+            "estimates that script instead.\n")
 
 
 def main(argv: list[str] | None = None) -> int:
