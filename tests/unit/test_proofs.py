@@ -8,6 +8,7 @@ executing it gives.
 from __future__ import annotations
 
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -20,6 +21,12 @@ from wmrl_envs.tasks import get_task
 
 HEADER = "import numpy as np\nimport pandas as pd\n"
 READ = HEADER + 'train = pd.read_csv("data/train.csv")\n'
+
+
+def _keyword_error(text: str, likeliest: str) -> str:
+    """An unknown keyword's TypeError as this CPython words it: 3.13 and later add the likeliest parameter."""
+    return f"{text}. Did you mean '{likeliest}'?" if sys.version_info >= (3, 13) else text
+
 
 #: name -> (script, check, exception, exact message or None); titanic-survival's columns are
 #: id, name, sex, age, passengerClass, survived.
@@ -45,12 +52,13 @@ FAILING: dict[str, tuple[str, str, str, str | None]] = {
     "wrong_module": ("from sklearn.linear_model import LinearSVC\n", "missing_name", "ImportError", None),
     "unknown_keyword": ("from sklearn.ensemble import RandomForestClassifier\n"
                         "model = RandomForestClassifier(n_estimator=100)\n", "keyword", "TypeError",
-                        "TypeError: RandomForestClassifier.__init__() got an unexpected keyword argument 'n_estimator'"),
+                        _keyword_error("TypeError: RandomForestClassifier.__init__() got an unexpected keyword "
+                                       "argument 'n_estimator'", "n_estimators")),
     "validated_keyword": (READ + "from sklearn.model_selection import train_test_split\n"
                           "a, b = train_test_split(train, test_sise=0.2)\n", "keyword", "TypeError",
                           "TypeError: got an unexpected keyword argument 'test_sise'"),
     "reader_keyword": (HEADER + 'train = pd.read_csv("data/train.csv", sepp=",")\n', "keyword", "TypeError",
-                       "TypeError: read_csv() got an unexpected keyword argument 'sepp'"),
+                       _keyword_error("TypeError: read_csv() got an unexpected keyword argument 'sepp'", "sep")),
     "undefined_name": (READ + 'X = X_train.drop(columns=["id"])\n', "undefined_name", "NameError",
                        "NameError: name 'X_train' is not defined. Did you mean: 'train'?"),
     "module_attribute": (HEADER + "import math\nx = math.sqroot(2)\n", "module_attribute", "AttributeError",
