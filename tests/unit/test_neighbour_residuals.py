@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wmrl_envs.analysis.script import code_key, shape_key
+from wmrl_envs.analysis.script import KEYS_PYTHON, code_key, shape_key
 from wmrl_envs.scoring.experience import (
     DEFAULT_PRIOR_PAIRS,
     PRIOR_PAIRS_RANGE,
@@ -126,3 +126,21 @@ def test_only_the_same_shape_corrects_and_a_state_with_family_residuals_loads():
     resumed = NeighbourResiduals()
     resumed.load_state_dict(older)
     assert resumed.correction("t", FOREST.format(n=5, extra="")) == residuals.correction("t", FOREST.format(n=5, extra=""))
+
+
+def test_tables_keyed_under_another_python_are_dropped_with_a_warning(caplog):
+    """Keys hash a syntax tree's dump, which differs between Python versions: a checkpoint's tables
+    from another Python could never match, so they are dropped and said to be; an older checkpoint,
+    which does not say, loads as before."""
+    residuals = NeighbourResiduals()
+    residuals.record("t", SCRIPT, 0.2, 0.6)
+    state = residuals.state_dict()
+    assert state["keys_python"] == KEYS_PYTHON
+    older = {k: v for k, v in state.items() if k != "keys_python"}
+    for saved, kept in ((state, 1), (older, 1), (state | {"keys_python": "3.0"}, 0)):
+        resumed = NeighbourResiduals()
+        with caplog.at_level("WARNING", logger="wmrl_envs.analysis.script"):
+            caplog.clear()
+            resumed.load_state_dict(saved)
+        assert len(resumed) == kept and resumed.correction("t", SCRIPT)[1] == kept
+        assert ("keyed under Python 3.0" in caplog.text) == (kept == 0)

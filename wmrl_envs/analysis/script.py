@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import logging
 import re
+import sys
 import threading
 import warnings
 from collections import OrderedDict
@@ -20,8 +22,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any, Generic, TypeVar
 
+log = logging.getLogger(__name__)
+
 #: Where the sandbox runs the script: the file name its SyntaxErrors and tracebacks name.
 SANDBOX_PATH = "/workspace/solution.py"
+#: The Python whose syntax trees the keys hash. ``ast.dump`` prints a tree otherwise from one minor
+#: version to another (3.12 added fields, 3.13 leaves empty ones out), so keys made under one
+#: never match keys made under another; saved tables say which they were made under.
+KEYS_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 @dataclass(frozen=True)
@@ -231,6 +239,15 @@ class ScriptTable(Generic[Value]):
     def rows(self) -> list[list[Any]]:
         return [[task, key, asdict(value)] for (task, key), value in self._items.items()]
 
-    def load_rows(self, rows: Iterable[list[Any]]) -> None:
+    def load_rows(self, rows: Iterable[list[Any]], keys_python: str | None = None) -> None:
+        """Rows saved by :meth:`rows`. Rows keyed under another Python (``keys_python``, which was
+        :data:`KEYS_PYTHON` where they were saved; None when the save did not say) could never match
+        a key made here: they are dropped, with a warning, and the run learns them again."""
+        rows = list(rows)
+        if keys_python is not None and keys_python != KEYS_PYTHON and rows:
+            log.warning("%d saved %s rows were keyed under Python %s, whose syntax trees print otherwise "
+                        "than %s's: dropped, so the code they describe will run again", len(rows),
+                        self.kind.__name__, keys_python, KEYS_PYTHON)
+            rows = []
         self._items = OrderedDict(((task, key), self.kind(**fields)) for task, key, fields in rows)
 

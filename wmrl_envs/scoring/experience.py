@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from wmrl_envs.analysis.script import ScriptTable, code_key, shape_key
+from wmrl_envs.analysis.script import KEYS_PYTHON, ScriptTable, code_key, shape_key
 from wmrl_envs.scoring.results import ScoreResult
 
 #: Outcomes kept (oldest dropped first): far more distinct scripts than a run executes.
@@ -86,10 +86,10 @@ class ExecutedOutcomes:
         return self._outcomes.get((task_id, code_key(script)))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"format": _STATE_FORMAT, "outcomes": self._outcomes.rows()}
+        return {"format": _STATE_FORMAT, "keys_python": KEYS_PYTHON, "outcomes": self._outcomes.rows()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._outcomes.load_rows(state["outcomes"])
+        self._outcomes.load_rows(state["outcomes"], state.get("keys_python"))
 
 
 @dataclass
@@ -167,10 +167,10 @@ class NeighbourResiduals:
         return summary.n / (summary.n + k) * summary.mean, summary.n
 
     def state_dict(self) -> dict[str, Any]:
-        return {"format": _STATE_FORMAT, "shapes": self._shapes.rows()}
+        return {"format": _STATE_FORMAT, "keys_python": KEYS_PYTHON, "shapes": self._shapes.rows()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._shapes.load_rows(state["shapes"])  # a checkpoint's family residuals, if any, are not used
+        self._shapes.load_rows(state["shapes"], state.get("keys_python"))  # a checkpoint's family residuals, if any, are not used
         self._prior_pairs = None
 
 

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from wmrl_envs import outcome
-from wmrl_envs.analysis.script import ScriptTable, code_key
+from wmrl_envs.analysis.script import KEYS_PYTHON, ScriptTable, code_key
 from wmrl_envs.errors import ConfigError, TaskFormatError
 from wmrl_envs.grading.runs import judge_run
 from wmrl_envs.paths import assets_dir, wmrl_home
@@ -434,11 +434,11 @@ class SampleRunWorldModel:
     def state_dict(self) -> dict[str, Any]:
         """The memoised sample runs, so that a resumed run does not run them again, and the runs'
         CPU by task, so that it decides as the run would have."""
-        return {"format": HEAD_FORMAT, "memo": self._memo.rows(),
+        return {"format": HEAD_FORMAT, "keys_python": KEYS_PYTHON, "memo": self._memo.rows(),
                 "cpu": {task: {kind: list(values) for kind, values in kinds.items()} for task, kinds in self._cpu.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._memo.load_rows(state["memo"])
+        self._memo.load_rows(state["memo"], state.get("keys_python"))
         self._cpu = {}
         for task_id, kinds in state.get("cpu", {}).items():  # a state from before the cost rule has none
             for kind, values in kinds.items():
