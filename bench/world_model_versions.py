@@ -65,7 +65,7 @@ def make_pairs(n_grammar: int, seed: int) -> list[dict[str, str]]:
     from bench.oos.rows import handwritten_rows
     from trainers.evaluate import select_tasks
     from trainers.policies import make_policy
-    from wmrl_envs.mutations import OPERATORS, mutate
+    from wmrl_envs.mutations import OPERATORS, MutationNotApplicable, mutate
     from wmrl_envs.scoring.code import extract_code
 
     tasks = select_tasks("wmrl/MLEDojo-v0", "mle", "train", None)
@@ -80,7 +80,7 @@ def make_pairs(n_grammar: int, seed: int) -> list[dict[str, str]]:
         for name in choose.sample(sorted(OPERATORS), 2):  # two operators a script: every operator is drawn
             try:
                 mutant = mutate(script, name, task.spec, seed=i)
-            except Exception:  # an operator that does not apply to this script
+            except MutationNotApplicable:
                 continue
             rows.append({"set": "mutant", "task": task.id, "folder": str(task.root), "script": mutant})
     frozen = SETS["v1"]

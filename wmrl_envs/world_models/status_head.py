@@ -122,7 +122,8 @@ if sys.version_info < (3, 12):
 
 
 def _tokens(script: str) -> Iterable[tuple[int, str]]:
-    """``(type, text)`` of each token, as ``tokenize.generate_tokens`` reads them.
+    """``(type, text)`` of each token, as Python 3.10-3.11's ``tokenize.generate_tokens`` reads them
+    (an f-string is one ``STRING`` token on every Python: :func:`_python_tokens`).
 
     The interpreter's tokenizer gives the same tokens faster where it reads the whole script
     and every token is of a type the two agree on (a test compares them on grammar scripts,
@@ -157,7 +158,8 @@ def _python_tokens(script: str) -> Iterator[tuple[int, str]]:
     for t in tokenize.generate_tokens(io.StringIO(script).readline):
         if t.type in _STRING_STARTS:
             depth += 1
-            start = t.start if depth == 1 else start
+            if depth == 1:
+                start = t.start
         elif not depth:
             yield t.type, t.string
         elif t.type in _STRING_ENDS:
