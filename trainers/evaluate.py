@@ -213,19 +213,45 @@ class EvalReport:
 
 def evaluate(responder: Responder, policy_name: str, config: EvalConfig, *, progress: bool = True) -> EvalReport:
     """Run ``responder`` on every task of the split and grade by real execution."""
+    return evaluate_policies([(policy_name, responder)], config, progress=progress)[0]
+
+
+def evaluate_policies(responders: Sequence[tuple[str, Responder]], config: EvalConfig, *,
+                      progress: bool = True) -> list[EvalReport]:
+    """Evaluate each ``(policy name, responder)`` on every task of the split, in one sandbox pool.
+
+    Every task's runs are submitted as soon as its responses exist, so the pool's workers never
+    idle while a task's slowest run finishes; the tasks are then graded in order, and a task past
+    ``max_infra_share`` stops the evaluation at once (its queued runs are cancelled). A report's
+    ``wall_s`` runs from the evaluation's start to its policy's last graded task.
+    """
     tasks = select_tasks(config.env_id, config.suite, config.split, config.task_ids)
     scorer = CodeScorer(executor=config.executor, workers=config.workers)
     start = time.perf_counter()
-    results = []
+    submitted = []
     try:
-        for task in tqdm(tasks, desc=f"eval {policy_name}", disable=not progress, unit="task"):
-            responses = responder(task, config.k, config.seed)
-            scored = scorer.execute([task] * len(responses), [extract_code(r) for r in responses])
-            results.append(_task_result(task, scored))
-            results[-1].check_infra(policy_name, config.max_infra_share)  # stop at once: the sandbox is broken
+        for name, responder in responders:
+            for task in tasks:
+                responses = responder(task, config.k, config.seed)
+                submitted.append((name, task, *scorer.execute_submitting([task] * len(responses),
+                                                                         [extract_code(r) for r in responses])))
+        reports = {name: EvalReport(name, config, []) for name, _ in responders}
+        bar = tqdm(total=len(submitted), desc=f"eval {', '.join(reports)}", disable=not progress, unit="task")
+        with bar:
+            for name, task, samples, flight in submitted:
+                if flight is not None:
+                    scorer.land(flight, wait=True)
+                result = _task_result(task, samples)
+                result.check_infra(name, config.max_infra_share)  # stop at once: the sandbox is broken
+                reports[name].tasks.append(result)
+                reports[name].wall_s = time.perf_counter() - start
+                bar.update()
     finally:
+        for *_, flight in submitted:
+            for future in (flight.futures if flight is not None else None) or []:
+                future.cancel()  # queued runs of an evaluation that stopped; a running one finishes
         scorer.close()
-    return EvalReport(policy_name, config, results, wall_s=time.perf_counter() - start)
+    return list(reports.values())
 
 
 def _task_result(task: Task, scored: Sequence[Any]) -> TaskResult:

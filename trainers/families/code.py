@@ -19,7 +19,7 @@ import torch
 from agents.base import Policy, Rollout
 from agents.code.diagnostics import choice_task_dependence, dependence_markdown
 from trainers.adapters import GroupOutcome, PendingAnchors, by_group
-from trainers.evaluate import EvalConfig, evaluate, markdown_table, select_tasks, write_reports
+from trainers.evaluate import EvalConfig, evaluate_policies, markdown_table, select_tasks, write_reports
 from trainers.families import FamilyProfile
 from trainers.ledger import ComputeLedger
 from trainers.policies import GRAMMAR_POLICIES, policy_responder, responder_from_spec
@@ -122,8 +122,8 @@ def heldout(env_id: str, suite: str, config, untrained, trained, k: int, task_id
     eval_config = EvalConfig(env_id=env_id, suite=suite, split="heldout", k=k, executor=family.executor,
                              workers=family.workers, seed=config.seed, task_ids=tuple(task_ids) if task_ids else None,
                              max_infra_share=config.max_infra_share)
-    reports = [evaluate(policy_responder(untrained, config.seed), "untrained", eval_config),
-               evaluate(policy_responder(trained, config.seed), f"trained ({config.mode})", eval_config)]
+    reports = evaluate_policies([("untrained", policy_responder(untrained, config.seed)),
+                                 (f"trained ({config.mode})", policy_responder(trained, config.seed))], eval_config)
     markdown = markdown_table(reports)
     if family.policy in GRAMMAR_POLICIES:  # its choices are slots: say how much they depend on the task
         tasks = select_tasks(env_id, suite, "heldout", eval_config.task_ids)
@@ -140,7 +140,7 @@ def evaluate_command(env_id: str, suite: str, args: argparse.Namespace) -> int:
                         workers=args.workers, seed=args.seed, task_ids=tuple(args.tasks) if args.tasks else None,
                         max_infra_share=args.max_infra_share)
     policies = args.policy or "reference:constant,reference:linear,reference:hist_gb"
-    reports = [evaluate(responder_from_spec(p, args.seed), p, config) for p in policies.split(",")]
+    reports = evaluate_policies([(p, responder_from_spec(p, args.seed)) for p in policies.split(",")], config)
     out = Path(args.out)
     split = "lite: the lite selection's held-out tasks" if args.split == LITE else args.split
     md = write_reports(reports, out, f"Held-out evaluation on {env_id} ({split})", provenance())

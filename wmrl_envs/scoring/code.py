@@ -325,8 +325,24 @@ class CodeScorer:
 
     def execute(self, tasks: Sequence[Task], scripts: Sequence[str | None]) -> list[ScoreResult]:
         """Execute and grade scripts of any tasks in one fan-out (real scores only, no world model)."""
+        samples, flight = self.execute_submitting(tasks, scripts)
+        if flight is not None:
+            self.land(flight, wait=True)
+        return samples
+
+    def execute_submitting(self, tasks: Sequence[Task], scripts: Sequence[str | None], tag: Hashable = None
+                           ) -> tuple[list[ScoreResult], InFlightAnchors | None]:
+        """As :meth:`execute`, but the runs are submitted, not awaited: the samples come back at once
+        and :meth:`land` (``wait=True``) on the batch in flight fills them in. The batch is None when
+        nothing runs (no code, or a proved failure: those samples are final already)."""
         groups = [CodeGroup(t, [s]) for t, s in zip(tasks, scripts)]
-        return [g.samples[0] for g in self.score(groups, ["real"] * len(groups))]
+        out, execute, uncorrected = self._prepare(groups, ["real"] * len(groups), None)
+        samples = [g.samples[0] for g in out]
+        if not execute:
+            return samples, None
+        flight = InFlightAnchors(tag, groups, out, execute, uncorrected)
+        self._submit(flight)
+        return samples, flight
 
     def _settle(self, task: Task, script: str, sample: ScoreResult) -> bool:
         """Apply a proof of failure to the sample, as its exact outcome; False when none is found."""
