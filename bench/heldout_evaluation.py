@@ -48,9 +48,9 @@ def task_by_task(responders: Sequence[tuple[str, Responder]], config: EvalConfig
     return reports
 
 
-def measure(seed: int, k: int, workers: int | None) -> dict:
+def measure(seed: int, k: int, workers: int | None, task_ids: Sequence[str] | None = None) -> dict:
     """Both ways on one seed, back to back; the order alternates with the seed."""
-    config = EvalConfig(k=k, workers=workers, seed=seed)
+    config = EvalConfig(k=k, workers=workers, seed=seed, task_ids=tuple(task_ids) if task_ids else None)
     policies = [(f"grammar seed {s}", make_policy("grammar", seed=s)) for s in (seed, seed + SECOND_POLICY_OFFSET)]
     responders = [(name, policy_responder(policy, seed)) for name, policy in policies]
     ways = {"up_front": lambda: evaluate_policies(responders, config, progress=False),
@@ -90,9 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3])
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--tasks", nargs="+", default=None, help="held-out task ids (default: the whole split)")
     parser.add_argument("--name", default="heldout_evaluation")
     args = parser.parse_args(argv)
-    rows = [measure(seed, args.k, args.workers) for seed in args.seeds]
+    rows = [measure(seed, args.k, args.workers, args.tasks) for seed in args.seeds]
     path = write_result(args.name, __spec__.name, {"k": args.k, "workers": args.workers, "rows": rows},
                         report(rows, args.k, args.workers))
     print(path.read_text())

@@ -35,7 +35,7 @@ from wmrl_envs.errors import ConfigError, InfraFailureError
 from wmrl_envs.grading import mean_rpg
 from wmrl_envs.paths import builtin_tasks_dir
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR
-from wmrl_envs.scoring import CodeScorer, extract_code
+from wmrl_envs.scoring import CodeScorer, InFlightAnchors, ScoreResult, extract_code
 from wmrl_envs.task_spec import Task
 from wmrl_envs.tasks import LITE, SPLIT_CHOICES, get_task, scan_tasks
 
@@ -220,34 +220,45 @@ def evaluate_policies(responders: Sequence[tuple[str, Responder]], config: EvalC
                       progress: bool = True) -> list[EvalReport]:
     """Evaluate each ``(policy name, responder)`` on every task of the split, in one sandbox pool.
 
-    Every task's runs are submitted as soon as its responses exist, so the pool's workers never
-    idle while a task's slowest run finishes; the tasks are then graded in order, and a task past
-    ``max_infra_share`` stops the evaluation at once (its queued runs are cancelled). A report's
-    ``wall_s`` runs from the evaluation's start to its policy's last graded task.
+    Each task's runs are submitted as soon as its responses exist, so the pool's workers never
+    idle while a task's slowest run finishes (or while the next responses are generated). Tasks
+    are graded in order as their runs return, and a task past ``max_infra_share`` stops the
+    evaluation at once (queued runs are cancelled). A report's ``wall_s`` runs from the
+    evaluation's start to its policy's last graded task.
     """
     tasks = select_tasks(config.env_id, config.suite, config.split, config.task_ids)
     scorer = CodeScorer(executor=config.executor, workers=config.workers)
+    reports = {name: EvalReport(name, config, []) for name, _ in responders}
     start = time.perf_counter()
-    submitted = []
+    submitted: list[tuple[str, Task, list[ScoreResult], InFlightAnchors | None]] = []
+    graded = 0
+    bar = tqdm(total=len(reports) * len(tasks), desc=f"eval {', '.join(reports)}", disable=not progress, unit="task")
+
+    def grade(wait: bool) -> None:
+        """Grade the submitted tasks in order, up to the first whose runs are under way (``wait``: all)."""
+        nonlocal graded
+        while graded < len(submitted):
+            name, task, samples, flight = submitted[graded]
+            if flight is not None and not scorer.land(flight, wait=wait):
+                return
+            result = _task_result(task, samples)
+            result.check_infra(name, config.max_infra_share)  # stop at once: the sandbox is broken
+            reports[name].tasks.append(result)
+            reports[name].wall_s = time.perf_counter() - start
+            graded += 1
+            bar.update()
+
     try:
-        for name, responder in responders:
-            for task in tasks:
-                responses = responder(task, config.k, config.seed)
-                submitted.append((name, task, *scorer.execute_submitting([task] * len(responses),
-                                                                         [extract_code(r) for r in responses])))
-        reports = {name: EvalReport(name, config, []) for name, _ in responders}
-        bar = tqdm(total=len(submitted), desc=f"eval {', '.join(reports)}", disable=not progress, unit="task")
         with bar:
-            for name, task, samples, flight in submitted:
-                if flight is not None:
-                    scorer.land(flight, wait=True)
-                result = _task_result(task, samples)
-                result.check_infra(name, config.max_infra_share)  # stop at once: the sandbox is broken
-                reports[name].tasks.append(result)
-                reports[name].wall_s = time.perf_counter() - start
-                bar.update()
+            for name, responder in responders:
+                for task in tasks:
+                    responses = responder(task, config.k, config.seed)
+                    submitted.append((name, task, *scorer.execute_submitting([task] * len(responses),
+                                                                             [extract_code(r) for r in responses])))
+                    grade(wait=False)
+            grade(wait=True)
     finally:
-        for *_, flight in submitted:
+        for *_, flight in submitted[graded:]:
             for future in (flight.futures if flight is not None else None) or []:
                 future.cancel()  # queued runs of an evaluation that stopped; a running one finishes
         scorer.close()
