@@ -330,7 +330,7 @@ class CodeScorer:
             self.land(flight, wait=True)
         return samples
 
-    def execute_submitting(self, tasks: Sequence[Task], scripts: Sequence[str | None], tag: Hashable = None
+    def execute_submitting(self, tasks: Sequence[Task], scripts: Sequence[str | None]
                            ) -> tuple[list[ScoreResult], InFlightAnchors | None]:
         """As :meth:`execute`, but the runs are submitted, not awaited: the samples come back at once
         and :meth:`land` (``wait=True``) on the batch in flight fills them in. The batch is None when
@@ -340,7 +340,7 @@ class CodeScorer:
         samples = [g.samples[0] for g in out]
         if not execute:
             return samples, None
-        flight = InFlightAnchors(tag, groups, out, execute, uncorrected)
+        flight = InFlightAnchors(None, groups, out, execute, uncorrected)
         self._submit(flight)
         return samples, flight
 

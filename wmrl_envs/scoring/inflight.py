@@ -28,7 +28,8 @@ from wmrl_envs.scoring.results import ScoredGroup
 
 @dataclass
 class InFlightAnchors:
-    """One batch's anchor groups, submitted for execution and not yet landed.
+    """One batch's anchor groups, submitted for execution and not yet landed (an evaluation's
+    real runs travel in the same record: :meth:`~wmrl_envs.scoring.code.CodeScorer.execute_submitting`).
 
     Attributes:
         tag: What the caller knows the batch by (the trainer's step); carried, never read here.
