@@ -228,33 +228,34 @@ def evaluate_policies(responders: Sequence[tuple[str, Responder]], config: EvalC
     """
     tasks = select_tasks(config.env_id, config.suite, config.split, config.task_ids)
     scorer = CodeScorer(executor=config.executor, workers=config.workers)
-    reports = {name: EvalReport(name, config, []) for name, _ in responders}
+    reports = [EvalReport(name, config, []) for name, _ in responders]
     start = time.perf_counter()
-    submitted: list[tuple[str, Task, list[ScoreResult], InFlightAnchors | None]] = []
+    submitted: list[tuple[EvalReport, Task, list[ScoreResult], InFlightAnchors | None]] = []
     graded = 0
-    bar = tqdm(total=len(reports) * len(tasks), desc=f"eval {', '.join(reports)}", disable=not progress, unit="task")
+    bar = tqdm(total=len(reports) * len(tasks), desc=f"eval {', '.join(r.policy for r in reports)}",
+               disable=not progress, unit="task")
 
     def grade(wait: bool) -> None:
         """Grade the submitted tasks in order, up to the first whose runs are under way (``wait``: all)."""
         nonlocal graded
         while graded < len(submitted):
-            name, task, samples, flight = submitted[graded]
+            report, task, samples, flight = submitted[graded]
             if flight is not None and not scorer.land(flight, wait=wait):
                 return
             result = _task_result(task, samples)
-            result.check_infra(name, config.max_infra_share)  # stop at once: the sandbox is broken
-            reports[name].tasks.append(result)
-            reports[name].wall_s = time.perf_counter() - start
+            result.check_infra(report.policy, config.max_infra_share)  # stop at once: the sandbox is broken
+            report.tasks.append(result)
+            report.wall_s = time.perf_counter() - start
             graded += 1
             bar.update()
 
     try:
         with bar:
-            for name, responder in responders:
+            for report, (_, responder) in zip(reports, responders):
                 for task in tasks:
                     responses = responder(task, config.k, config.seed)
-                    submitted.append((name, task, *scorer.execute_submitting([task] * len(responses),
-                                                                             [extract_code(r) for r in responses])))
+                    submitted.append((report, task, *scorer.execute_submitting([task] * len(responses),
+                                                                               [extract_code(r) for r in responses])))
                     grade(wait=False)
             grade(wait=True)
     finally:
@@ -262,7 +263,7 @@ def evaluate_policies(responders: Sequence[tuple[str, Responder]], config: EvalC
             for future in (flight.futures if flight is not None else None) or []:
                 future.cancel()  # queued runs of an evaluation that stopped; a running one finishes
         scorer.close()
-    return list(reports.values())
+    return reports
 
 
 def _task_result(task: Task, scored: Sequence[Any]) -> TaskResult:

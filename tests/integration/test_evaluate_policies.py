@@ -72,3 +72,11 @@ def test_a_response_without_code_is_scored_without_a_run(k):
     config = EvalConfig(task_ids=TASKS[:1], k=k, executor="bwrap", workers=1)
     report, = evaluate_policies([("silent", lambda task, k, seed: ["no code here"] * k)], config, progress=False)
     assert report.tasks[0].scores == [0.0] * k and report.tasks[0].valid == [False] * k
+
+
+def test_two_policies_of_one_name_get_a_report_each():
+    silent = lambda task, k, seed: ["no code here"] * k  # noqa: E731
+    reports = evaluate_policies([("same", silent), ("same", silent)],
+                                EvalConfig(task_ids=TASKS, k=1, executor="bwrap", workers=1), progress=False)
+    assert [r.policy for r in reports] == ["same", "same"]
+    assert [[t.task_id for t in r.tasks] for r in reports] == [list(TASKS)] * 2
