@@ -8,7 +8,7 @@ held-out split, which the world model never scores here). The two ways run back 
 that alternates by seed, and must give the same scores; the report gives each way's wall time per
 seed and the ratio's mean ± SE over seeds.
 
-    python -m bench.heldout_evaluation                  # seeds 0 1 2 3, k = 4, about 12 min on 2 cores
+    python -m bench.heldout_evaluation                  # seeds 0 1 2 3, k = 4, about 22 min on 2 cores
     python -m bench.heldout_evaluation --seeds 0 --k 1  # a smoke
 """
 
