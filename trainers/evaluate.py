@@ -260,7 +260,7 @@ def evaluate_policies(responders: Sequence[tuple[str, Responder]], config: EvalC
             grade(wait=True)
     finally:
         for *_, flight in submitted[graded:]:
-            for future in (flight.futures if flight is not None else None) or []:
+            for future in flight.futures if flight is not None and flight.futures else ():
                 future.cancel()  # queued runs of an evaluation that stopped; a running one finishes
         scorer.close()
     return reports
