@@ -33,7 +33,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -48,6 +47,7 @@ import numpy as np
 from bench.archive import add_run, archive_of, read_runs
 from bench.common import RESULTS, mean_se, setup_threads, write_result
 from bench.oos_screen import LEADERBOARDS_FILE, MANIFEST_FILE, TASKS_FILE, default_out, materialise_screen, split_ids
+from bench.registration import check_registration, differing, pending_runs, registered_settings, settings_block
 from bench.training import MEMO_NOTE, ExecutionMemo, MemoScorer
 from bench.world_model_metrics import bootstrap
 from trainers.evaluate import EvalConfig, evaluate
@@ -128,42 +128,6 @@ def settings() -> dict[str, Any]:
     return json.loads(json.dumps(found))  # tuples as lists: as the registration's JSON reads back
 
 
-def settings_block(found: Mapping[str, Any]) -> str:
-    """``found`` as the registration's JSON block: a key a line, a long mapping a key a line inside."""
-    lines = []
-    for key, value in found.items():
-        if isinstance(value, Mapping) and len(json.dumps(value)) > 100:
-            inner = ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items())
-            lines.append(f" {json.dumps(key)}: {{\n{inner}\n }}")
-        else:
-            lines.append(f" {json.dumps(key)}: {json.dumps(value)}")
-    return "{\n" + ",\n".join(lines) + "\n}"
-
-
-def differing(left: Any, right: Any, prefix: str = "") -> list[str]:
-    """The dotted keys where two settings differ (the whole value where either is not a mapping)."""
-    if isinstance(left, Mapping) and isinstance(right, Mapping):
-        return [d for key in sorted(set(left) | set(right), key=str)
-                for d in differing(left.get(key), right.get(key), f"{prefix}{key}.")]
-    return [] if left == right else [prefix.rstrip(".") or "(all)"]
-
-
-def registered_settings(text: str) -> dict[str, Any]:
-    """The settings a registration fixes: its first fenced ``json`` block."""
-    match = re.search(r"^```json\n(.*?)^```", text, re.S | re.M)
-    if match is None:
-        raise SystemExit(f"{REGISTRATION.name} has no ```json block of settings")
-    return json.loads(match.group(1))
-
-
-def check_registration(text: str, current: dict[str, Any]) -> None:
-    """Refuse to run unless the registration fixes exactly ``current``."""
-    differ = differing(registered_settings(text), current)
-    if differ:
-        raise SystemExit(f"the bench's settings differ from {REGISTRATION.name}'s in {', '.join(differ)}: what runs must "
-                         "be what was registered. Register anew (another screen) or run the registered code.")
-
-
 # ------------------------------------------------------------------ the runs
 def run_name(arm: str, seed: int) -> str:
     return f"{arm}-s{seed}.json"
@@ -174,18 +138,6 @@ def planned_runs(seeds: Iterable[int], arms: Iterable[str]) -> list[str]:
     short holds whole seeds."""
     arms = list(arms)
     return [run_name(arm, seed) for seed in seeds for arm in (UNTRAINED, *arms)]
-
-
-def pending_runs(planned: Iterable[str], finished: Mapping[str, dict[str, Any]], current: dict[str, Any]) -> list[str]:
-    """The planned runs the archive does not hold yet, in plan order. A run it holds that was made
-    under other settings stops the screen: it cannot be mixed with these, nor silently redone."""
-    planned = list(planned)
-    for name in planned:
-        if name in finished:
-            differ = differing(finished[name].get("settings"), current)
-            if differ:
-                raise SystemExit(f"{archive_of(RUNS).name}: {name} was run under other settings ({', '.join(differ)})")
-    return [name for name in planned if name not in finished]
 
 
 def eval_config(seed: int, k: int) -> EvalConfig:
@@ -420,14 +372,14 @@ def main(argv: list[str] | None = None) -> None:
     if not REGISTRATION.is_file():
         raise SystemExit(f"{REGISTRATION} is missing: register the screen before running or reporting it")
     text = REGISTRATION.read_text()
-    registered = registered_settings(text)
+    registered = registered_settings(text, REGISTRATION.name)
     if not args.report:
         prepare()
         current = settings()
-        check_registration(text, current)
+        check_registration(text, current, REGISTRATION.name)
         SCRATCH.mkdir(parents=True, exist_ok=True)
         memo = ExecutionMemo(SCRATCH / "memo.jsonl")
-        todo = pending_runs(planned_runs(SEEDS, ARMS), read_runs(RUNS), current)
+        todo = pending_runs(planned_runs(SEEDS, ARMS), read_runs(RUNS), current, archive_of(RUNS))
         print(f"{len(todo)} run(s) to go; the archive holds the others", flush=True)
         for name in todo:
             print(f"run {name} ...", flush=True)

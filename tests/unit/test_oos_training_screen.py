@@ -15,16 +15,12 @@ from bench.oos_screen import TASKS_FILE, materialise_screen, split_ids
 from bench.oos_training_screen import (
     ARMS,
     UNTRAINED,
-    check_registration,
-    differing,
     gap_closed,
     markdown,
-    pending_runs,
     planned_runs,
-    registered_settings,
-    settings_block,
     summarise,
 )
+from bench.registration import pending_runs
 from wmrl_envs.grading import task_leaderboards
 from wmrl_envs.paths import assets_dir
 from wmrl_envs.tasks.build.suites import load_source
@@ -80,39 +76,7 @@ def test_without_a_gap_the_ratio_is_undefined_or_not_identified():
     assert noisy["gap"]["lo"] < 0 < noisy["gap"]["hi"] and not noisy["identified"]
 
 
-# ------------------------------------------------------------------ the registration
 SETTINGS = {"seeds": [0, 1], "steps": 16, "trainer": {"anchor_fraction": 0.1, "fusion_rule": "none"}}
-
-
-def registration(settings_block: str) -> str:
-    return f"# A registration\n\nWords.\n\n```json\n{settings_block}\n```\n\nMore words.\n"
-
-
-def test_the_registration_passes_exactly_its_own_settings():
-    text = registration('{"seeds": [0, 1], "steps": 16,\n "trainer": {"fusion_rule": "none", "anchor_fraction": 0.1}}')
-    assert registered_settings(text) == SETTINGS
-    check_registration(text, SETTINGS)
-    with pytest.raises(SystemExit, match=r"trainer\.anchor_fraction"):
-        check_registration(text, {**SETTINGS, "trainer": {"anchor_fraction": 0.2, "fusion_rule": "none"}})
-    with pytest.raises(SystemExit, match="steps"):
-        check_registration(text, {**SETTINGS, "steps": 2})
-    with pytest.raises(SystemExit, match="eval_k"):
-        check_registration(text, {**SETTINGS, "eval_k": 4})  # a setting the registration does not fix
-    with pytest.raises(SystemExit, match="no ```json block"):
-        registered_settings("# A registration without settings\n")
-
-
-def test_the_printed_settings_block_reads_back_as_the_settings():
-    long = {**SETTINGS, "trainer": {f"knob_{i}": i / 10 for i in range(12)}, "tasks": {"train": ["a"], "heldout": ["b"]}}
-    block = settings_block(long)
-    assert '\n  "knob_3": 0.3,\n' in block  # a long mapping a key a line
-    assert registered_settings(registration(block)) == long
-
-
-def test_differing_names_nested_keys():
-    assert differing(SETTINGS, SETTINGS) == []
-    assert differing({"a": {"b": 1, "c": [1]}}, {"a": {"b": 1, "c": [2]}, "d": 0}) == ["a.c", "d"]
-    assert differing(None, SETTINGS) == ["(all)"]
 
 
 # ------------------------------------------------------------------ what a rerun skips
