@@ -91,15 +91,16 @@ from bench.training import (
     MemoScorer,
     audit_summary,
     checked_run,
+    heldout_score,
 )
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
-from trainers.policies import make_policy, policy_responder
+from trainers.policies import make_policy
 from trainers.wmrl import WMRLTrainer, make_core
 from trainers.wmrl_config import ADVANTAGES, MODES, WMRLConfig
 from trainers.wmrl_config import PRESETS as CONFIG_PRESETS
 from wmrl_envs.provenance import provenance
-from wmrl_envs.scoring import CodeScorer, extract_code
+from wmrl_envs.scoring import CodeScorer
 from wmrl_envs.scoring.fusion import ANCHOR_WEIGHT_RULES
 from wmrl_envs.world_models import make_world_model
 from wmrl_envs.world_models.corrupted import (
@@ -255,18 +256,6 @@ def world_model_of(key: RunKey, base) -> Any:
     return CorruptedWorldModel(base, Corruption(key.corruption, key.strength), seed=key.seed)
 
 
-def heldout_score(policy, tasks, k: int, seed: int, scorer: MemoScorer) -> tuple[float, float]:
-    """avg@k by real execution, mean ± SE over tasks (as ``trainers.evaluate``, through the memo)."""
-    respond = policy_responder(policy, seed)
-    per_task = []
-    for task in tasks:
-        results = scorer.execute([task] * k, [extract_code(r) for r in respond(task, k, seed)])
-        kept = [r.real_score for r in results if not r.infra_failure]  # an infrastructure failure is not a score
-        per_task.append(float(np.mean(kept)) if kept else 0.0)
-    scores = np.array(per_task)
-    return float(scores.mean()), float(scores.std(ddof=1) / math.sqrt(scores.size)) if scores.size > 1 else 0.0
-
-
 def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, eval_tasks) -> dict[str, Any]:
     settings = dict(
         mode=key.mode, steps=args.steps, tasks_per_step=args.tasks_per_step, group_size=args.group_size,
@@ -292,7 +281,8 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
     try:
         for step in range(args.steps + 1):
             if step % args.eval_every == 0 or step == args.steps:
-                mean, se = heldout_score(trainer.policy, eval_tasks, args.eval_k, key.seed, core.scorer)
+                point = heldout_score(trainer.policy, eval_tasks, args.eval_k, key.seed, core.scorer)
+                mean, se = point.mean, point.se
                 curve.append({"step": step, "compute_cpu_s": trainer.ledger.total_cpu_s(),
                               "heldout_mean": mean, "heldout_se": se})
                 print(f"  {key.name} step {step}: held-out {mean:.3f} ± {se:.3f}, "

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from trainers.policies import policy_responder
 from wmrl_envs.sandbox.arithmetic import arithmetic
 from wmrl_envs.scoring import CodeScorer, extract_code
 
@@ -102,6 +105,36 @@ class MemoScorer(CodeScorer):
         # A replayed run teaches what running it would have: the scorer learns from it too.
         self._learn(replayed)
         self.ran += len(first)
+
+
+@dataclass(frozen=True)
+class Heldout:
+    """avg@k by real execution at one evaluation point: mean and SE over tasks, each task's avg@k,
+    and the runs that failed for the infrastructure (no score, left out of their task's mean)."""
+
+    mean: float
+    se: float
+    per_task: dict[str, float]
+    infra_failures: int
+
+
+def heldout_score(policy, tasks, k: int, seed: int, scorer: CodeScorer) -> Heldout:
+    """avg@k by real execution, as ``trainers.evaluate`` scores it, through ``scorer`` (a
+    :class:`MemoScorer` replays what the benchmark already ran). Every task's runs go out in one
+    fan-out."""
+    respond = policy_responder(policy, seed)
+    scripts = {task.id: [extract_code(r) for r in respond(task, k, seed)] for task in tasks}
+    results = scorer.execute([task for task in tasks for _ in scripts[task.id]],
+                             [script for task in tasks for script in scripts[task.id]])
+    per_task, start = {}, 0
+    for task in tasks:
+        runs = results[start:start + len(scripts[task.id])]
+        start += len(runs)
+        kept = [r.real_score for r in runs if not r.infra_failure]  # an infrastructure failure is not a score
+        per_task[task.id] = float(np.mean(kept)) if kept else 0.0
+    scores = np.array(list(per_task.values()))
+    se = float(scores.std(ddof=1) / math.sqrt(scores.size)) if scores.size > 1 else 0.0
+    return Heldout(float(scores.mean()), se, per_task, sum(r.infra_failure for r in results))
 
 
 class FreshPairAudit:

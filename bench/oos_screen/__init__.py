@@ -37,9 +37,10 @@ def default_out() -> Path:
     return wmrl_home() / FOLDER
 
 
-def split_ids() -> dict[str, tuple[str, ...]]:
-    """The task ids of each split, ``{"train": ..., "heldout": ...}``, sorted."""
-    tasks = load_definition(TASKS_FILE).tasks
+def split_ids(tasks_file: Path = TASKS_FILE) -> dict[str, tuple[str, ...]]:
+    """The task ids of each split of a definitions file (the screen's by default), ``{"train": ...,
+    "heldout": ...}``, sorted."""
+    tasks = load_definition(tasks_file).tasks
     return {split: tuple(sorted(t.id for t in tasks if t.split == split)) for split in ("train", "heldout")}
 
 

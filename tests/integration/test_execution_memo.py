@@ -10,7 +10,6 @@ from wmrl_envs.scoring import extract_code
 from wmrl_envs.tasks import get_task
 
 
-
 def test_an_execution_repeated_through_execute_is_replayed_not_run(tmp_path):
     task = get_task("diabetes-progression")
     script = extract_code(responder_from_spec("reference:linear", 0)(task, 1, 0)[0])
