@@ -472,7 +472,7 @@ def markdown(report: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="See the module docstring for what each section measures.")
-    parser.add_argument("--set", dest="frozen_set", choices=sorted(SETS), default="v1",
+    parser.add_argument("--set", dest="frozen_set", choices=sorted(name for name, frozen in SETS.items() if frozen.has_scripts), default="v1",
                         help="which frozen set (default: %(default)s, bench/oos; v2: bench/oos_v2)")
     parser.add_argument("--world-model", help="world model name (default: the one `wmrl train` uses)")
     parser.add_argument("--grammar-per-task", type=int, default=GRAMMAR_PER_TASK,

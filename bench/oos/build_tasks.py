@@ -5,6 +5,7 @@
     python -m bench.oos.build_tasks --out DIR
     python -m bench.oos.build_tasks --set v2        # the second set (bench/oos_v2), into $WMRL_HOME/oos-v2
     python -m bench.oos.build_tasks --set v2 --freeze   # once per set: leaderboards.csv and manifest.json
+    python -m bench.oos.build_tasks --set confirmation  # issue 49's confirmation tasks, into $WMRL_HOME/confirmation
 
 The built-in generator (:func:`wmrl_envs.tasks.build.suites.write_task`) writes each entry of a
 set's ``tasks.yaml`` as a native folder, which is then laid out as MLE-bench prepares a
@@ -42,6 +43,12 @@ from bench.oos import SETS, FrozenSet, board_scores, write_board, write_folder
 from wmrl_envs.tasks import load_task
 from wmrl_envs.tasks.build.suites import file_hashes
 from wmrl_envs.tasks.suite_def import DATA_PACKAGES
+
+#: What each set's manifest says it is.
+WHAT = {"v1": "issue 44's frozen out-of-sample benchmark: never fit, tune or select anything on these files",
+        "confirmation": "issue 49's frozen confirmation tasks: a policy trains on the split-train tasks, the "
+                        "split-heldout ones are read once for the registered result; never fit, tune or select "
+                        "anything else on these files"}
 
 
 def run_population(folders: dict[str, Path], jobs: int, time_cap_s: float) -> pd.DataFrame:
@@ -99,7 +106,7 @@ def freeze(frozen: FrozenSet, jobs: int, time_cap_s: float, min_entries: int) ->
     shutil.rmtree(work)
     manifest = frozen.read_manifest()
     manifest.update({
-        "what": "issue 44's frozen out-of-sample benchmark: never fit, tune or select anything on these files",
+        "what": WHAT.get(frozen.name, WHAT["v1"]),
         "packages": {p: package_version(p) for p in DATA_PACKAGES},
         "tasks": entries,
         "build": {"frozen_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -116,8 +123,10 @@ def freeze(frozen: FrozenSet, jobs: int, time_cap_s: float, min_entries: int) ->
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", dest="frozen_set", choices=sorted(SETS), default="v1",
-                        help="which frozen set (default: %(default)s, bench/oos; v2: bench/oos_v2)")
-    parser.add_argument("--out", type=Path, help="where to materialise the tasks (default: $WMRL_HOME/oos[-v2])")
+                        help="which frozen set (default: %(default)s, bench/oos; v2: bench/oos_v2; "
+                             "confirmation: bench/confirmation_tasks)")
+    parser.add_argument("--out", type=Path,
+                        help="where to materialise the tasks (default: $WMRL_HOME/oos, oos-v2 or confirmation)")
     parser.add_argument("--freeze", action="store_true",
                         help="run the reference population and rewrite leaderboards.csv and the manifest (once)")
     parser.add_argument("--jobs", type=int, default=2, help="population processes, at most 2 here (default: 2)")

@@ -91,7 +91,7 @@ def differences(fresh: pd.DataFrame, frozen: pd.DataFrame) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--set", dest="frozen_set", choices=sorted(SETS), default="v1",
+    parser.add_argument("--set", dest="frozen_set", choices=sorted(name for name, frozen in SETS.items() if frozen.has_scripts), default="v1",
                         help="which frozen set (default: %(default)s, bench/oos; v2: bench/oos_v2)")
     parser.add_argument("--executor", default=DEFAULT_EXECUTOR, help="sandbox backend (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=2, help="parallel executions, at most 2 here (default: 2)")

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.oos import load_definition, materialise
+from bench.oos import materialise
+from bench.oos import split_ids as definition_split_ids
 from wmrl_envs.paths import wmrl_home
 from wmrl_envs.task_spec import Task
 
@@ -37,11 +38,9 @@ def default_out() -> Path:
     return wmrl_home() / FOLDER
 
 
-def split_ids(tasks_file: Path = TASKS_FILE) -> dict[str, tuple[str, ...]]:
-    """The task ids of each split of a definitions file (the screen's by default), ``{"train": ...,
-    "heldout": ...}``, sorted."""
-    tasks = load_definition(tasks_file).tasks
-    return {split: tuple(sorted(t.id for t in tasks if t.split == split)) for split in ("train", "heldout")}
+def split_ids() -> dict[str, tuple[str, ...]]:
+    """The task ids of each split, ``{"train": ..., "heldout": ...}``, sorted."""
+    return definition_split_ids(TASKS_FILE)
 
 
 def materialise_screen(out: Path | None = None) -> dict[str, Task]:
