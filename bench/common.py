@@ -41,6 +41,19 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
     return float(np.mean(values)), se
 
 
+def stat(values: Sequence[float]) -> dict[str, float | int]:
+    """``{"mean", "se", "n"}`` over seeds (:func:`mean_se`), as a report's tables read them."""
+    mean, se = mean_se(values)
+    return {"mean": mean, "se": se, "n": len(values)}
+
+
+def stat_text(figure: dict[str, Any], digits: int = 3) -> str:
+    """A :func:`stat` as ``mean ± SE`` (the mean alone for one value, a dash for none)."""
+    if not figure["n"]:
+        return "–"
+    return f"{figure['mean']:.{digits}f}" + ("" if math.isnan(figure["se"]) else f" ± {figure['se']:.{digits}f}")
+
+
 def finite_mean_se(values: Sequence[float]) -> dict[str, float]:
     """``{"mean", "se"}`` of the finite values (SE 0 for one value; both NaN for none)."""
     a = np.asarray(values, dtype=float)

@@ -35,7 +35,6 @@ The endpoints (:func:`endpoints`, fixed by the registration):
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -50,12 +49,12 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from bench.archive import add_run, archive_of, read_runs
-from bench.common import RESULTS, mean_se, setup_threads, write_result
+from bench.archive import read_runs
+from bench.common import RESULTS, setup_threads, stat, stat_text, write_result
 from bench.oos import SETS
-from bench.registration import check_registration, differing, pending_runs, registered_settings, settings_block
+from bench.registration import differing, digest, run_registered, settings_block
 from bench.speedup import DRAWS, LEVEL, Interval, compute_ratio, compute_to_score, executed_share, score_difference
-from bench.training import MEMO_NOTE, ExecutionMemo, MemoScorer, heldout_score
+from bench.training import MEMO_NOTE, ExecutionMemo, MemoScorer, heldout_score, step_scripts
 from trainers.families import get_family
 from trainers.families.code import scorer_options
 from trainers.policies import make_policy
@@ -95,10 +94,6 @@ SMOKE_STEPS = 3  # the fewest a wmrl run allows: its two warm-up steps and one m
 
 
 # ------------------------------------------------------------------ settings and the registration
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
 def task_split() -> dict[str, tuple[str, ...]]:
     """The frozen set's training and evaluation task ids."""
     return TASK_SET.split_ids()
@@ -121,9 +116,9 @@ def settings() -> dict[str, Any]:
         config.pop(per_run)
     found = {
         "tasks": {split: list(ids) for split, ids in task_split().items()},
-        "task_files_sha256": {p.name: _digest(p) for p in (TASK_SET.tasks_file, TASK_SET.leaderboards_file,
+        "task_files_sha256": {p.name: digest(p) for p in (TASK_SET.tasks_file, TASK_SET.leaderboards_file,
                                                             TASK_SET.manifest_file)},
-        "world_model_files_sha256": {"surrogate": _digest(surrogate_path()), "sample_run_head": _digest(default_head_path())},
+        "world_model_files_sha256": {"surrogate": digest(surrogate_path()), "sample_run_head": digest(default_head_path())},
         "arms": list(ARMS), "seeds": list(SEEDS), "policy": POLICY, "steps": STEPS, "tasks_per_step": TASKS_PER_STEP,
         "group_size": GROUP_SIZE, "eval_k": EVAL_K, "eval_every": EVAL_EVERY,
         "trainer_config": config,
@@ -173,9 +168,8 @@ def train_run(arm: str, seed: int, steps: int, eval_every: int, k: int, memo: Ex
                               "infra_failures": point.infra_failures})
             if step < steps:
                 trainer.train_step()
-                outcomes = trainer.last_outcomes
-                executed += sum(len(o.rollouts) for o in outcomes if o.stream in ("real", "anchor"))
-                scripts += sum(len(o.rollouts) for o in outcomes)
+                step_executed, step_total = step_scripts(trainer.last_outcomes)
+                executed, scripts = executed + step_executed, scripts + step_total
     finally:
         adapter.close()
         core.close()
@@ -190,14 +184,6 @@ def train_run(arm: str, seed: int, steps: int, eval_every: int, k: int, memo: Ex
             "wall_s": time.perf_counter() - start, "eval_wall_s": eval_wall,
             "loadavg_1m_at_start": load_at_start, "loadavg_1m_at_end": os.getloadavg()[0],
             "provenance": provenance()}
-
-
-def failed_name(name: str, archived: Mapping[str, Any]) -> str:
-    """Where the archive keeps a run's failed attempt: ``failed/<run>-<n>.json``, the next free ``n``."""
-    n = 1
-    while f"failed/{name.removesuffix('.json')}-{n}.json" in archived:
-        n += 1
-    return f"failed/{name.removesuffix('.json')}-{n}.json"
 
 
 def run_one(name: str, memo: ExecutionMemo, current: dict[str, Any], steps: int = STEPS) -> dict[str, Any]:
@@ -251,11 +237,6 @@ def endpoints(runs: Mapping[str, Mapping[int, dict[str, Any]]], analysis: Mappin
 
 
 # ------------------------------------------------------------------ the report
-def _stat(values: list[float]) -> dict[str, float | int]:
-    mean, se = mean_se(values)
-    return {"mean": mean, "se": se, "n": len(values)}
-
-
 def summarise(records: Mapping[str, dict[str, Any]], registered: dict[str, Any]) -> dict[str, Any]:
     """Per arm, mean ± SE over seeds; the endpoints over complete seeds. Only runs made under the
     registered settings count; the others are named in ``set_aside``."""
@@ -266,11 +247,11 @@ def summarise(records: Mapping[str, dict[str, Any]], registered: dict[str, Any])
     for arm, by_seed in runs.items():
         rs = [by_seed[s] for s in sorted(by_seed)]
         if rs:
-            arms[arm] = {"seeds": sorted(by_seed), "final_heldout": _stat([r["final_heldout"] for r in rs]),
-                         "compute_cpu_s": _stat([r["compute_cpu_s"] for r in rs]),
-                         "execution_cpu_s": _stat([r["cpu_s"].get("execution", 0.0) for r in rs]),
-                         "world_model_cpu_s": _stat([r["cpu_s"].get("world_model", 0.0) for r in rs]),
-                         "wall_s": _stat([r["wall_s"] for r in rs])}
+            arms[arm] = {"seeds": sorted(by_seed), "final_heldout": stat([r["final_heldout"] for r in rs]),
+                         "compute_cpu_s": stat([r["compute_cpu_s"] for r in rs]),
+                         "execution_cpu_s": stat([r["cpu_s"].get("execution", 0.0) for r in rs]),
+                         "world_model_cpu_s": stat([r["cpu_s"].get("world_model", 0.0) for r in rs]),
+                         "wall_s": stat([r["wall_s"] for r in rs])}
     return {"arms": arms, "endpoints": endpoints(runs, registered["analysis"]), "runs": len(kept),
             "planned": len(planned_runs(registered["seeds"], registered["arms"])),
             "set_aside": sorted(set(records) - set(kept) - set(failed)),
@@ -282,12 +263,6 @@ def summarise(records: Mapping[str, dict[str, Any]], registered: dict[str, Any])
                          "infra_failures": r["training_infra_failures"] + sum(p["infra_failures"] for p in r["curve"]),
                          "commit": r["provenance"]["commit"][:10], "dirty": r["provenance"].get("dirty")}
                         for n, r in sorted(kept.items(), key=lambda item: (item[1]["seed"], ARMS.index(item[1]["arm"])))]}
-
-
-def _ms(stat: Mapping[str, Any], digits: int = 3) -> str:
-    if not stat["n"]:
-        return "–"
-    return f"{stat['mean']:.{digits}f}" + ("" if math.isnan(stat["se"]) else f" ± {stat['se']:.{digits}f}")
 
 
 def _bound(b: Mapping[str, float], digits: int = 3) -> str:
@@ -333,8 +308,8 @@ def markdown(summary: dict[str, Any], registered: dict[str, Any]) -> str:
               "|---|---:|---:|---:|---:|---:|---:|"]
     for arm, row in summary["arms"].items():
         wall = {**row["wall_s"], "mean": row["wall_s"]["mean"] / 60, "se": row["wall_s"]["se"] / 60}
-        lines.append(f"| `{arm}` | {len(row['seeds'])} | {_ms(row['final_heldout'])} | {_ms(row['compute_cpu_s'], 0)} | "
-                     f"{_ms(row['execution_cpu_s'], 0)} | {_ms(row['world_model_cpu_s'], 0)} | {_ms(wall, 1)} |")
+        lines.append(f"| `{arm}` | {len(row['seeds'])} | {stat_text(row['final_heldout'])} | {stat_text(row['compute_cpu_s'], 0)} | "
+                     f"{stat_text(row['execution_cpu_s'], 0)} | {stat_text(row['world_model_cpu_s'], 0)} | {stat_text(wall, 1)} |")
     lines += ["", "Every registered run: the load average over 1 minute at its start and end, and its executions "
               "that returned no outcome for an infrastructure reason, in training or evaluation (kept, and counted "
               "here):", "",
@@ -405,29 +380,8 @@ def main(argv: list[str] | None = None) -> None:
         prepare()
         smoke(args.steps, args.seeds, args.arms)
         return
-    if not REGISTRATION.is_file():
-        raise SystemExit(f"{REGISTRATION} is missing: register the confirmation before running or reporting it")
-    text = REGISTRATION.read_text()
-    registered = registered_settings(text, REGISTRATION.name)
-    if not args.report:
-        prepare()
-        current = settings()
-        check_registration(text, current, REGISTRATION.name)
-        SCRATCH.mkdir(parents=True, exist_ok=True)
-        memo = ExecutionMemo(SCRATCH / "memo.jsonl")
-        todo = pending_runs(planned_runs(SEEDS), read_runs(RUNS), current, archive_of(RUNS))
-        print(f"{len(todo)} run(s) to go; the archive holds the others", flush=True)
-        for name in todo:
-            print(f"run {name} (load {os.getloadavg()[0]:.1f}) ...", flush=True)
-            try:
-                record = run_one(name, memo, current)
-            except Exception as error:  # kept, so the report says which runs were made again, and why
-                add_run(RUNS, failed_name(name, read_runs(RUNS)), {"failed": True, "run": name, "settings": current,
-                                                                    "error": f"{type(error).__name__}: {error}",
-                                                                    "provenance": provenance()})
-                raise
-            add_run(RUNS, name, record)
-            print(f"  held-out {record['final_heldout']:.3f}, {record['wall_s'] / 60:.1f} min", flush=True)
+    registered = run_registered(REGISTRATION, RUNS, SCRATCH, planned_runs(SEEDS), settings, prepare, run_one,
+                                report_only=args.report, keep_failures=True)
     summary = summarise(read_runs(RUNS), registered)
     md = write_result(NAME, __spec__.name, {"registered": registered, "summary": summary}, markdown(summary, registered))
     print(md.read_text())

@@ -29,7 +29,6 @@ differ from its own. Each finished run's record goes to ``bench/results/oos_trai
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -44,10 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from bench.archive import add_run, archive_of, read_runs
-from bench.common import RESULTS, mean_se, setup_threads, write_result
+from bench.archive import read_runs
+from bench.common import RESULTS, setup_threads, stat, stat_text, write_result
 from bench.oos_screen import LEADERBOARDS_FILE, MANIFEST_FILE, TASKS_FILE, default_out, materialise_screen, split_ids
-from bench.registration import check_registration, differing, pending_runs, registered_settings, settings_block
+from bench.registration import differing, digest, run_registered, settings_block
 from bench.training import MEMO_NOTE, ExecutionMemo, MemoScorer
 from bench.world_model_metrics import bootstrap
 from trainers.evaluate import EvalConfig, evaluate
@@ -88,10 +87,6 @@ SMOKE_STEPS = 3  # the fewest a wmrl run allows: its 2 warmup steps and one more
 
 
 # ------------------------------------------------------------------ settings and the registration
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
 def run_config(arm: str, seed: int, steps: int, output_dir: str) -> WMRLConfig:
     """The trainer's config of one arm and seed: the defaults but for the screen's shape."""
     mode, world_model = ARMS[arm]
@@ -108,8 +103,8 @@ def settings() -> dict[str, Any]:
     splits = split_ids()
     found = {
         "tasks": {"train": list(splits["train"]), "heldout": list(splits["heldout"])},
-        "task_files_sha256": {p.name: _digest(p) for p in (TASKS_FILE, LEADERBOARDS_FILE, MANIFEST_FILE)},
-        "world_model_files_sha256": {"surrogate": _digest(surrogate_path()), "sample_run_head": _digest(default_head_path())},
+        "task_files_sha256": {p.name: digest(p) for p in (TASKS_FILE, LEADERBOARDS_FILE, MANIFEST_FILE)},
+        "world_model_files_sha256": {"surrogate": digest(surrogate_path()), "sample_run_head": digest(default_head_path())},
         "arms": {arm: list(mode_wm) for arm, mode_wm in ARMS.items()},
         "seeds": list(SEEDS),
         "policy": POLICY, "steps": STEPS, "tasks_per_step": TASKS_PER_STEP, "group_size": GROUP_SIZE, "eval_k": EVAL_K,
@@ -228,11 +223,6 @@ def gap_closed(finals: Mapping[str, Mapping[int, float]], world_model: str, resa
 
 
 # ------------------------------------------------------------------ the report
-def _stat(values: list[float]) -> dict[str, float | int]:
-    mean, se = mean_se(values)
-    return {"mean": mean, "se": se, "n": len(values)}
-
-
 def summarise(records: Mapping[str, dict[str, Any]], registered: dict[str, Any]) -> dict[str, Any]:
     """Per arm, mean ± SE over seeds; per world model, the acceptance quantity. Only runs made under
     the registered settings count; the others are named in ``set_aside``."""
@@ -242,16 +232,16 @@ def summarise(records: Mapping[str, dict[str, Any]], registered: dict[str, Any])
         runs = sorted((r for r in kept.values() if r["arm"] == arm), key=lambda r: r["seed"])
         if not runs:
             continue
-        row = {"seeds": [r["seed"] for r in runs], "final_heldout": _stat([r["final_heldout"] for r in runs]),
-               "per_task": {t: _stat([r["heldout"]["per_task"][t] for r in runs]) for t in runs[0]["heldout"]["per_task"]},
-               "valid_rate": _stat([r["heldout"]["valid_rate"] for r in runs])}
+        row = {"seeds": [r["seed"] for r in runs], "final_heldout": stat([r["final_heldout"] for r in runs]),
+               "per_task": {t: stat([r["heldout"]["per_task"][t] for r in runs]) for t in runs[0]["heldout"]["per_task"]},
+               "valid_rate": stat([r["heldout"]["valid_rate"] for r in runs])}
         if arm != UNTRAINED:
             row.update({
-                "execution_cpu_s": _stat([r["cpu_s"]["execution"] for r in runs]),
-                "world_model_cpu_s": _stat([r["cpu_s"]["world_model"] for r in runs]),
-                "total_cpu_s": _stat([sum(r["cpu_s"].values()) for r in runs]),
-                "executed_share": _stat([r["executed_share"] for r in runs]),
-                "wall_s": _stat([r["wall_s"] for r in runs]),
+                "execution_cpu_s": stat([r["cpu_s"]["execution"] for r in runs]),
+                "world_model_cpu_s": stat([r["cpu_s"]["world_model"] for r in runs]),
+                "total_cpu_s": stat([sum(r["cpu_s"].values()) for r in runs]),
+                "executed_share": stat([r["executed_share"] for r in runs]),
+                "wall_s": stat([r["wall_s"] for r in runs]),
                 "commits": sorted({r["provenance"]["commit"][:10] for r in runs})})
         arms[arm] = row
     finals = {arm: {r["seed"]: r["final_heldout"] for r in kept.values() if r["arm"] == arm} for arm in registered["arms"]}
@@ -259,12 +249,6 @@ def summarise(records: Mapping[str, dict[str, Any]], registered: dict[str, Any])
     return {"arms": arms, "acceptance": {wm: gap_closed(finals, wm, boot["resamples"], boot["seed"]) for wm in WORLD_MODELS},
             "runs": len(kept), "planned": len(planned_runs(registered["seeds"], registered["arms"])),
             "set_aside": sorted(set(records) - set(kept))}
-
-
-def _ms(stat: Mapping[str, Any], digits: int = 3) -> str:
-    if not stat["n"]:
-        return "–"
-    return f"{stat['mean']:.{digits}f}" + ("" if math.isnan(stat["se"]) else f" ± {stat['se']:.{digits}f}")
 
 
 def _interval(b: Mapping[str, Any], digits: int = 2) -> str:
@@ -289,12 +273,12 @@ def markdown(summary: dict[str, Any], registered: dict[str, Any]) -> str:
     for arm, row in summary["arms"].items():
         seeds = ", ".join(map(str, row["seeds"]))
         if arm == UNTRAINED:
-            lines.append(f"| untrained (every arm's start) | {seeds} | {_ms(row['final_heldout'])} | | | | | |")
+            lines.append(f"| untrained (every arm's start) | {seeds} | {stat_text(row['final_heldout'])} | | | | | |")
             continue
         wall = {**row["wall_s"], "mean": row["wall_s"]["mean"] / 60, "se": row["wall_s"]["se"] / 60}
-        lines.append(f"| `{arm}` | {seeds} | {_ms(row['final_heldout'])} | {_ms(row['execution_cpu_s'], 0)} | "
-                     f"{_ms(row['world_model_cpu_s'], 0)} | {_ms(row['total_cpu_s'], 0)} | "
-                     f"{_ms(row['executed_share'], 2)} | {_ms(wall, 1)} |")
+        lines.append(f"| `{arm}` | {seeds} | {stat_text(row['final_heldout'])} | {stat_text(row['execution_cpu_s'], 0)} | "
+                     f"{stat_text(row['world_model_cpu_s'], 0)} | {stat_text(row['total_cpu_s'], 0)} | "
+                     f"{stat_text(row['executed_share'], 2)} | {stat_text(wall, 1)} |")
     lines += ["", "**Acceptance quantity** (wmrl − world_model) / (real − world_model) in mean final held-out score, "
                   f"percentile 95% bootstrap over seeds ({registered['bootstrap']['resamples']:,} resamples):", ""]
     for wm, acc in summary["acceptance"].items():
@@ -312,8 +296,8 @@ def markdown(summary: dict[str, Any], registered: dict[str, Any]) -> str:
     lines += ["", "Final held-out avg@k per evaluation task, mean ± SE over seeds:", "",
               "| arm | " + " | ".join(tasks) + " | valid |", "|---|" + "---:|" * (len(tasks) + 1)]
     for arm, row in summary["arms"].items():
-        lines.append(f"| {arm} | " + " | ".join(_ms(row["per_task"][t]) for t in tasks)
-                     + f" | {_ms(row['valid_rate'], 2)} |")
+        lines.append(f"| {arm} | " + " | ".join(stat_text(row["per_task"][t]) for t in tasks)
+                     + f" | {stat_text(row['valid_rate'], 2)} |")
     commits = sorted({c for row in summary["arms"].values() for c in row.get("commits", [])})
     lines += ["", f"Runs made at commit(s) {', '.join(f'`{c}`' for c in commits) or '–'}. {MEMO_NOTE}"]
     if summary["set_aside"]:
@@ -369,23 +353,9 @@ def main(argv: list[str] | None = None) -> None:
         prepare()
         smoke(args.steps, args.seeds, args.arms, EVAL_K)
         return
-    if not REGISTRATION.is_file():
-        raise SystemExit(f"{REGISTRATION} is missing: register the screen before running or reporting it")
-    text = REGISTRATION.read_text()
-    registered = registered_settings(text, REGISTRATION.name)
-    if not args.report:
-        prepare()
-        current = settings()
-        check_registration(text, current, REGISTRATION.name)
-        SCRATCH.mkdir(parents=True, exist_ok=True)
-        memo = ExecutionMemo(SCRATCH / "memo.jsonl")
-        todo = pending_runs(planned_runs(SEEDS, ARMS), read_runs(RUNS), current, archive_of(RUNS))
-        print(f"{len(todo)} run(s) to go; the archive holds the others", flush=True)
-        for name in todo:
-            print(f"run {name} ...", flush=True)
-            record = run_one(name, STEPS, EVAL_K, memo, current)
-            add_run(RUNS, name, record)
-            print(f"  held-out {record['final_heldout']:.3f}, {record['wall_s'] / 60:.1f} min", flush=True)
+    registered = run_registered(REGISTRATION, RUNS, SCRATCH, planned_runs(SEEDS, ARMS), settings, prepare,
+                                lambda name, memo, current: run_one(name, STEPS, EVAL_K, memo, current),
+                                report_only=args.report)
     summary = summarise(read_runs(RUNS), registered)
     md = write_result(NAME, __spec__.name, {"registered": registered, "summary": summary}, markdown(summary, registered))
     print(md.read_text())

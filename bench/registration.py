@@ -9,11 +9,22 @@ to mix an archived run made under other settings with the registered ones
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from bench.archive import add_run, archive_of, read_runs
+from bench.training import ExecutionMemo
+from wmrl_envs.provenance import provenance
+
+
+def digest(path: Path) -> str:
+    """A file's sha256, shortened: what a registration records of the data and models it runs on."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
 
 
 def settings_block(found: Mapping[str, Any]) -> str:
@@ -63,3 +74,51 @@ def pending_runs(planned: Iterable[str], finished: Mapping[str, dict[str, Any]],
             if differ:
                 raise SystemExit(f"{Path(archive).name}: {name} was run under other settings ({', '.join(differ)})")
     return [name for name in planned if name not in finished]
+
+
+def failed_name(name: str, archived: Mapping[str, Any]) -> str:
+    """Where an archive keeps a run's failed attempt: ``failed/<run>-<n>.json``, the next free ``n``."""
+    n = 1
+    while f"failed/{name.removesuffix('.json')}-{n}.json" in archived:
+        n += 1
+    return f"failed/{name.removesuffix('.json')}-{n}.json"
+
+
+def run_registered(registration: Path, runs: Path, scratch: Path, planned: Iterable[str],
+                   settings: Callable[[], dict[str, Any]], prepare: Callable[[], None],
+                   run_one: Callable[[str, ExecutionMemo, dict[str, Any]], dict[str, Any]], *,
+                   report_only: bool = False, keep_failures: bool = False) -> dict[str, Any]:
+    """Run a registered experiment's runs that ``runs``' archive does not hold yet, each archived as
+    it finishes, and return the registered settings (with ``report_only``, only return them).
+
+    It refuses when the registration is missing or fixes other settings than ``settings()`` (after
+    ``prepare()``), and when the archive holds a run made under other settings. Executions are
+    memoised under ``scratch`` across the runs. With ``keep_failures`` an attempt that raises is
+    archived as ``failed/<run>-<n>.json`` with its error before the error goes on, so a report can
+    say which runs were made again."""
+    if not registration.is_file():
+        raise SystemExit(f"{registration} is missing: register the experiment before running or reporting it")
+    text = registration.read_text()
+    registered = registered_settings(text, registration.name)
+    if report_only:
+        return registered
+    prepare()
+    current = settings()
+    check_registration(text, current, registration.name)
+    scratch.mkdir(parents=True, exist_ok=True)
+    memo = ExecutionMemo(scratch / "memo.jsonl")
+    todo = pending_runs(planned, read_runs(runs), current, archive_of(runs))
+    print(f"{len(todo)} run(s) to go; the archive holds the others", flush=True)
+    for name in todo:
+        print(f"run {name} (load {os.getloadavg()[0]:.1f}) ...", flush=True)
+        try:
+            record = run_one(name, memo, current)
+        except Exception as error:
+            if keep_failures:
+                add_run(runs, failed_name(name, read_runs(runs)), {"failed": True, "run": name, "settings": current,
+                                                                   "error": f"{type(error).__name__}: {error}",
+                                                                   "provenance": provenance()})
+            raise
+        add_run(runs, name, record)
+        print(f"  held-out {record['final_heldout']:.3f}, {record['wall_s'] / 60:.1f} min", flush=True)
+    return registered

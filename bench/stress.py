@@ -92,6 +92,7 @@ from bench.training import (
     audit_summary,
     checked_run,
     heldout_score,
+    step_scripts,
 )
 from trainers.evaluate import select_tasks
 from trainers.families import get_family
@@ -292,8 +293,8 @@ def train_run(key: RunKey, args: argparse.Namespace, base, memo: ExecutionMemo, 
                     world_model.step = trainer.step  # drift reads the training step
                 trainer.train_step()
                 outcomes = trainer.last_outcomes
-                executed += sum(len(o.rollouts) for o in outcomes if o.stream in ("real", "anchor"))
-                scripts += sum(len(o.rollouts) for o in outcomes)
+                step_executed, step_total = step_scripts(outcomes)
+                executed, scripts = executed + step_executed, scripts + step_total
                 if audit is not None:
                     audit.add(step, outcomes)
     finally:

@@ -107,6 +107,12 @@ class MemoScorer(CodeScorer):
         self.ran += len(first)
 
 
+def step_scripts(outcomes) -> tuple[int, int]:
+    """A training step's executed scripts (real and anchor groups) and all its scripts."""
+    executed = sum(len(o.rollouts) for o in outcomes if o.stream in ("real", "anchor"))
+    return executed, sum(len(o.rollouts) for o in outcomes)
+
+
 @dataclass(frozen=True)
 class Heldout:
     """avg@k by real execution at one evaluation point: mean and SE over tasks, each task's avg@k,

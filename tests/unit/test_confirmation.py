@@ -13,13 +13,13 @@ from bench.confirmation import (
     ARMS,
     FIXED_SCORE_ABOVE_UNTRAINED,
     endpoints,
-    failed_name,
     markdown,
     planned_runs,
     run_config,
     summarise,
     t_bound,
 )
+from bench.registration import failed_name
 
 ANALYSIS = {"margin": 0.05, "ni_level_one_sided": 0.95, "difference_level": 0.90,
             "fixed_score_above_untrained": FIXED_SCORE_ABOVE_UNTRAINED, "bootstrap_draws": 4000,
