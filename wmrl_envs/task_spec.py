@@ -8,6 +8,8 @@ and re-exports them): grading reads the records and never imports the registry.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -183,6 +185,23 @@ class Task:
     @cached_property
     def description(self) -> str:
         return self.description_path.read_text(encoding="utf-8")
+
+    @cached_property
+    def data_key(self) -> str:
+        """``<id>@<digest>``: the task's id and a digest of what a run's outcome depends on, its spec
+        and the contents of its public files, private answers and leaderboards (read once per loaded
+        task). What a scorer remembers of executed scripts is keyed by it, so a task whose data
+        changed under the same id (a regenerated suite, a user's edit before ``--resume``) is never
+        answered with the old data's outcomes; the same data in another folder has the same key."""
+        digest = hashlib.sha256(json.dumps(asdict(self.spec), sort_keys=True, default=str).encode())
+        files = sorted(p for p in self.public_dir.rglob("*") if p.is_file())
+        for path in [*files, self.answers_path, *self.leaderboard_paths]:
+            name = path.relative_to(self.public_dir) if path.is_relative_to(self.public_dir) else path.name
+            digest.update(f"\0{name}\0".encode())
+            with path.open("rb") as fh:
+                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+        return f"{self.id}@{digest.hexdigest()[:16]}"
 
     def answers(self) -> pd.DataFrame:
         """The private answers as a DataFrame (a fresh copy on every call)."""

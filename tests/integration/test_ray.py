@@ -581,7 +581,7 @@ def test_a_lost_actor_leaves_the_world_model_to_predict_and_drops_records(cluste
     name = f"cal-{uuid.uuid4().hex}"
     linear, restyled, neighbour = _linear_scripts(mle_task)
     scorer = CodeScorer(FixedWorldModel(), experience=RemoteExperience(calibrator_actor(name)))
-    [executed] = [(mle_task.id, linear, s, w) for _, _, s, w in _executions(2, n=1)]  # as if the anchor ran
+    [executed] = [(mle_task.data_key, linear, s, w) for _, _, s, w in _executions(2, n=1)]  # as if the anchor ran
     group = CodeGroup(mle_task, [restyled, neighbour], "w")
     scorer.experience.record([executed])
     state = scorer.state_dict()

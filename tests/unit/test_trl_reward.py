@@ -201,4 +201,4 @@ def test_two_processes_take_the_same_anchor_decisions_and_keep_one_calibrator(ta
     assert first["calibrator"]["task_ids"] == [tasks[0].id] * 2 + [tasks[1].id] * 2
     # What a process executed (the scorer's reusable outcomes) stays its own: each ran its own task.
     assert [{o[0] for o in r["scoring"]["scorer"]["experience"]["outcomes"]} for r in results] == [
-        {tasks[0].id}, {tasks[1].id}]
+        {tasks[0].data_key}, {tasks[1].data_key}]

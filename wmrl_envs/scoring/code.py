@@ -370,7 +370,7 @@ class CodeScorer:
         if not (self.reuse and items):
             return set()
         start, cpu = time.perf_counter(), time.process_time()
-        known = self.experience.lookup([(groups[gi].task.id, groups[gi].scripts[i]) for gi, i in items])
+        known = self.experience.lookup([(groups[gi].task.data_key, groups[gi].scripts[i]) for gi, i in items])
         _charge(out, items, start, cpu)
         reused = set()
         for (gi, i), executed in zip(items, known):
@@ -424,7 +424,7 @@ class CodeScorer:
         if not items:
             return
         start, cpu = time.perf_counter(), time.process_time()
-        corrections = self.experience.corrections([(groups[gi].task.id, groups[gi].scripts[i]) for gi, i in items])
+        corrections = self.experience.corrections([(groups[gi].task.data_key, groups[gi].scripts[i]) for gi, i in items])
         _charge(out, items, start, cpu)
         for (gi, i), (shift, n) in zip(items, corrections):
             if n > 0:
@@ -448,7 +448,8 @@ class CodeScorer:
         prices its own runs."""
         if not executed:
             return
-        self.experience.record([(task.id, script, sample, uncorrected) for task, script, sample, uncorrected in executed])
+        self.experience.record([(task.data_key, script, sample, uncorrected)
+                                for task, script, sample, uncorrected in executed])
         observe = getattr(self._world_model, "observe_execution", None)
         for task, _, sample, _ in executed:
             if observe is not None and sample.executed and not sample.infra_failure:
@@ -467,9 +468,9 @@ class CodeScorer:
 
     def answers(self, task: Task):
         """The task's private answers, read once."""
-        if task.id not in self._answers:
-            self._answers[task.id] = task.answers()
-        return self._answers[task.id]
+        if task.data_key not in self._answers:
+            self._answers[task.data_key] = task.answers()
+        return self._answers[task.data_key]
 
     def _grade(self, task: Task, sample: ScoreResult, run) -> None:
         proof = (sample.status, sample.exception) if sample.proved else None

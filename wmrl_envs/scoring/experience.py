@@ -3,7 +3,9 @@
 A training policy repeats itself, and an anchor's execution is the ground truth a world model
 lacks. :class:`ExecutedOutcomes` keeps each executed script's outcome under its task and its code
 (:func:`~wmrl_envs.analysis.script.code_key`: the syntax tree, so whitespace and comments
-do not matter). When a world-model sample's script was already executed on its task, the
+do not matter). A task here is its :attr:`~wmrl_envs.task_spec.Task.data_key` (its id and a digest
+of its data), the "task id" of the tables below: a task whose data changed under the same id is
+another task, and is never answered with the old data's outcomes. When a world-model sample's script was already executed on its task, the
 :class:`~wmrl_envs.scoring.code.CodeScorer` answers it with that outcome (``decided_by="reuse"``):
 exact, up to the script's own randomness (a script that draws without a seed scores differently
 run to run; the mean of its runs is kept). Its state is saved and resumed with the scoring core's.
@@ -30,6 +32,7 @@ calibrator actor holds for every process, which a batch then costs one round tri
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,15 +42,31 @@ import numpy as np
 from wmrl_envs.analysis.script import KEYS_PYTHON, ScriptTable, code_key, shape_key
 from wmrl_envs.scoring.results import ScoreResult
 
+log = logging.getLogger(__name__)
+
 #: Outcomes kept (oldest dropped first): far more distinct scripts than a run executes.
 MAX_OUTCOMES = 100_000
-_STATE_FORMAT = 1
+#: 2: tables keyed by the task's data key; format 1 keyed them by the task id alone, whose data a
+#: checkpoint cannot vouch for, so its rows are not loaded (:func:`_current_rows`).
+_STATE_FORMAT = 2
 #: Shrinkage pseudo-pairs while too few shapes have repeats to measure it (:func:`prior_pairs`).
 DEFAULT_PRIOR_PAIRS = 1.0
 #: Shapes with at least two anchors needed before the shrinkage is measured.
 MIN_REPEATED_SHAPES = 3
 #: Bounds on the measured shrinkage: never a full trust of one neighbour, never none at all.
 PRIOR_PAIRS_RANGE = (0.1, 100.0)
+
+
+def _current_rows(state: Mapping[str, Any], name: str) -> list:
+    """A saved table's rows, or none (and one warning) when it was saved in an older format: keyed
+    by task ids alone, it could answer a task whose data has changed since."""
+    if state.get("format", 1) == _STATE_FORMAT:
+        return state[name]
+    if state[name]:
+        log.warning("a checkpoint's %d %s were keyed by task ids alone (format %s): not loaded, since the "
+                    "tasks' data may have changed since; the run learns them again", len(state[name]), name,
+                    state.get("format", 1))
+    return []
 
 
 @dataclass
@@ -89,7 +108,7 @@ class ExecutedOutcomes:
         return {"format": _STATE_FORMAT, "keys_python": KEYS_PYTHON, "outcomes": self._outcomes.rows()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._outcomes.load_rows(state["outcomes"], state.get("keys_python"))
+        self._outcomes.load_rows(_current_rows(state, "outcomes"), state.get("keys_python"))
 
 
 @dataclass
@@ -170,7 +189,7 @@ class NeighbourResiduals:
         return {"format": _STATE_FORMAT, "keys_python": KEYS_PYTHON, "shapes": self._shapes.rows()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._shapes.load_rows(state["shapes"], state.get("keys_python"))  # a checkpoint's family residuals, if any, are not used
+        self._shapes.load_rows(_current_rows(state, "shapes"), state.get("keys_python"))  # family residuals, if any, unused
         self._prior_pairs = None
 
 

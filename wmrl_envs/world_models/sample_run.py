@@ -466,20 +466,20 @@ class SampleRunWorldModel:
 
     def view(self, task: Task) -> SampleView | None:
         """The task's sample; None (and one warning) for a task that has no training table."""
-        if task.id not in self._views:
+        if task.data_key not in self._views:
             try:
-                self._views[task.id] = sample_view(task, self.config, self.samples_root)
+                self._views[task.data_key] = sample_view(task, self.config, self.samples_root)
             except TaskFormatError as exc:
                 log.warning("task %s: no sample run, the base world model answers: %s", task.id, exc)
-                self._views[task.id] = None
-        return self._views[task.id]
+                self._views[task.data_key] = None
+        return self._views[task.data_key]
 
     def _probing(self, task_id: str, key: tuple[str, str], pending: dict[tuple[str, str], list[int]]) -> bool:
         """Under ``run="cost"``, whether another code of the task is already pending as the run
         that will measure what a sample costs there (no sample of it has run yet)."""
         if self.config.run != "cost" or self._cpu.get(task_id, {}).get("sample"):
             return False
-        return any(other[0] == task_id and other != key for other in pending)
+        return any(other[0] == key[0] and other != key for other in pending)  # key[0]: the task's data key
 
     def wants_run(self, prediction: Prediction, task_id: str) -> bool:
         """Whether the schedule runs a script the base model answered with ``prediction`` on the task."""
@@ -502,7 +502,7 @@ class SampleRunWorldModel:
         for i, (task, script, prediction) in enumerate(zip(tasks, scripts, base)):
             if not self.wants_run(prediction, task.id):
                 continue
-            key = (task.id, code_key(script))
+            key = (task.data_key, code_key(script))
             if (known := self._memo.get(key, touch=True)) is not None:
                 out[i] = self._combine(task, prediction, known, charged=False)
             elif self._probing(task.id, key, pending):
@@ -516,7 +516,7 @@ class SampleRunWorldModel:
                 if result is None:  # the sandbox could not run it: the base model's estimate stands
                     continue
                 self._memo.put(key, result)
-                self._record_cpu(key[0], "sample", result.cpu_s)
+                self._record_cpu(tasks[positions[0]].id, "sample", result.cpu_s)
                 for n, i in enumerate(positions):
                     out[i] = self._combine(tasks[i], base[i], result, charged=n == 0)
         return out
