@@ -5,10 +5,10 @@ lacks. :class:`ExecutedOutcomes` keeps each executed script's outcome under its 
 (:func:`~wmrl_envs.analysis.script.code_key`: the syntax tree, so whitespace and comments
 do not matter). A task here is its :attr:`~wmrl_envs.task_spec.Task.data_key` (its id and a digest
 of its data), the "task id" of the tables below: a task whose data changed under the same id is
-another task, and is never answered with the old data's outcomes. When a world-model sample's script was already executed on its task, the
-:class:`~wmrl_envs.scoring.code.CodeScorer` answers it with that outcome (``decided_by="reuse"``):
-exact, up to the script's own randomness (a script that draws without a seed scores differently
-run to run; the mean of its runs is kept). Its state is saved and resumed with the scoring core's.
+another task, and is never answered with the old data's outcomes. When a world-model sample's
+script was already executed on its task, the :class:`~wmrl_envs.scoring.code.CodeScorer` answers
+it with that outcome (``decided_by="reuse"``): exact, up to the script's own randomness (a script
+that draws without a seed scores differently run to run; the mean of its runs is kept). Its state is saved and resumed with the scoring core's.
 
 A policy also repeats itself with other numbers: the same program with another seed, another
 learning rate or another number of trees. :class:`NeighbourResiduals` keeps, for each task and
