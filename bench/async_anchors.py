@@ -108,6 +108,36 @@ def summarise(runs: list[dict]) -> list[dict]:
     return rows
 
 
+def tail_readings(runs: list[dict]) -> list[dict]:
+    """What bounds each asynchronous run's training wall, per seed (exact landing, beside its bound-0
+    run): the last step's share of the wall (it lands every batch in flight), and an estimate of the
+    critical path. A bound-0 step's wall in excess of that run's median step is taken as its slowest
+    anchor's time; that anchor cannot start before its step starts in the asynchronous run, so the
+    run cannot end before ``start + excess`` for any step, whatever the staleness or the order of
+    runs. The start times are the asynchronous run's own, its waits included, so the path is an
+    estimate, not a bound; it is close to one only where the earlier steps did not wait (the slowest
+    earlier step is recorded beside it). The wall over max(CPU bound, critical path) is what
+    scheduling could still win."""
+    base = {r["seed"]: r for r in runs if r["max_staleness"] == 0 and landing(r) == LANDING and r.get("step_wall_s")}
+    out = []
+    for r in sorted(runs, key=lambda r: (r["max_staleness"], r["seed"])):
+        if r["max_staleness"] == 0 or landing(r) != LANDING or r["seed"] not in base or not r.get("step_wall_s"):
+            continue
+        synchronous = base[r["seed"]]["step_wall_s"]
+        typical = sorted(synchronous)[len(synchronous) // 2]
+        starts = [sum(r["step_wall_s"][:i]) for i in range(len(r["step_wall_s"]))]
+        path = max(start + max(wall - typical, 0.0) for start, wall in zip(starts, synchronous))
+        longest = max(range(len(synchronous)), key=synchronous.__getitem__)
+        out.append({"seed": r["seed"], "max_staleness": r["max_staleness"], "train_wall_s": r["train_wall_s"],
+                    "last_step_s": r["step_wall_s"][-1], "slowest_earlier_step_s": max(r["step_wall_s"][:-1]),
+                    "cpu_bound_wall_s": r["cpu_bound_wall_s"],
+                    "critical_path_s": path, "longest_synchronous_step": longest,
+                    "longest_synchronous_step_s": synchronous[longest],
+                    "wall_over_attainable": r["train_wall_s"] / max(path, r["cpu_bound_wall_s"]),
+                    "best_speedup": base[r["seed"]]["train_wall_s"] / max(path, r["cpu_bound_wall_s"])})
+    return out
+
+
 def markdown(rows: list[dict], runs: list[dict], name: str = NAME) -> str:
     fmt = lambda ms, d=1: (f"{ms[0]:.{d}f} ± {ms[1]:.{d}f}" if not math.isnan(ms[1]) else f"{ms[0]:.{d}f}")  # noqa: E731
     lines = ["### Asynchronous anchors on the main job (issue 47)", "",
@@ -138,6 +168,21 @@ def markdown(rows: list[dict], runs: list[dict], name: str = NAME) -> str:
                   "the machine, whose runs took far fewer CPU-seconds (182 against 313 for its bound-1 partner, the "
                   "same seed's scripts); it was replaced by a run beside its partners, since the speedup compares "
                   "runs made back to back on one machine."]
+    tails = tail_readings(runs)
+    if tails:
+        lines += ["", "**The tail** (a reading of the runs above, not a verdict). The last step lands every batch in "
+                  "flight; a bound-0 step's wall above that run's median step is taken as its slowest anchor's time, "
+                  "and the critical path is the latest asynchronous step start plus that time "
+                  "(`tail_readings`). Attainable: the larger of the CPU bound and the critical path. The starts "
+                  "include the run's own waits, so the path is an estimate, close to a bound only where the "
+                  "earlier steps did not wait (the slowest earlier step says how far).", "",
+                  "| seed | max staleness | training wall (s) | last step (s) | slowest earlier step (s) | CPU bound (s) "
+                  "| critical path (s) | longest bound-0 step (s) | wall / attainable | bound-0 wall / attainable |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+        lines += [f"| {t['seed']} | {t['max_staleness']} | {t['train_wall_s']:.0f} | {t['last_step_s']:.0f} | "
+                  f"{t['slowest_earlier_step_s']:.0f} | {t['cpu_bound_wall_s']:.0f} | {t['critical_path_s']:.0f} | step {t['longest_synchronous_step']}: "
+                  f"{t['longest_synchronous_step_s']:.0f} | {t['wall_over_attainable']:.2f} | "
+                  f"{t['best_speedup']:.2f}x |" for t in tails]
     seeds = sorted({r["seed"] for r in runs})
     bounds = sorted({r["max_staleness"] for r in runs if landing(r) == LANDING})
     argv = [] if name == NAME else ["--name", name, "--seeds", *map(str, seeds), "--bounds", *map(str, bounds)]
@@ -167,7 +212,8 @@ def main(argv: list[str] | None = None) -> None:
     runs = list(read_runs(runs_folder).values())
     rows = summarise(runs)
     report = markdown(rows, runs, args.name)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps({"rows": rows, "runs": runs}, indent=1) + "\n")
+    (RESULTS / f"{args.name}.json").write_text(json.dumps({"rows": rows, "tail": tail_readings(runs), "runs": runs},
+                                                          indent=1) + "\n")
     (RESULTS / f"{args.name}.md").write_text(report)
     print(report)
 
