@@ -168,15 +168,19 @@ def test_the_cost_rule_runs_samples_once_anchors_show_a_full_run_costs_enough_mo
     the sample's measured cost (here the head's 0.05 CPU-s before its first run) is at most the
     share of the anchor's. A python process fitting a model costs more than 0.05 CPU-s and far
     less than 50: share 1 runs samples, share 0.001 never does. The task's first sample run
-    measures its cost before another runs; a sample that fails early costs less than a full fit,
-    so share 1 then runs the rest. A resumed model decides the same."""
+    measures its cost before another runs; a sample that fails early costs a fraction of the
+    anchor's search, so share 1 then runs the rest. A resumed model decides the same."""
     head = SampleRunHead(measured={"sample_cpu_s_median": 0.05})
     model = SampleRunWorldModel(head=head, samples_root=tmp_path, config={"run": "cost", "max_cost_share": max_cost_share})
     scorer = CodeScorer(model, neighbours=False)  # neighbours would move (and rename) the stage after an anchor
-    other_numbers = VALID.replace("max_iter=500", "max_iter=300")
+    # The anchor searches C over 20 fits: in the warm sandbox (libraries preloaded) a bare fit
+    # costs about as much as a sample that fails early, too thin a margin for share 1.
+    searched = VALID.replace("model = LogisticRegression", "for c in [0.01, 0.1, 1.0, 10.0] * 5:\n"
+                             "    LogisticRegression(C=c, max_iter=300).fit(train[features], train[\"dead\"] == \"dead\")\n"
+                             "model = LogisticRegression")
     try:
         before = scorer.score([CodeGroup(task, [VALID], "w0")], ["world_model"])[0].samples[0]
-        anchor = scorer.score([CodeGroup(task, [other_numbers], "a")], ["anchor"])[0].samples[0]
+        anchor = scorer.score([CodeGroup(task, [searched], "a")], ["anchor"])[0].samples[0]
         assert model.sample_cost_share(task.id) == pytest.approx(0.05 / anchor.cost["execution_cpu_s"])
         after, waiting = scorer.score([CodeGroup(task, [SMALL_DATA_ERROR, VALID], "w1")], ["world_model"])[0].samples
         later = scorer.score([CodeGroup(task, [VALID], "w2")], ["world_model"])[0].samples[0]
