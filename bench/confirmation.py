@@ -70,6 +70,9 @@ NAME = "confirmation"
 REGISTRATION = RESULTS / f"{NAME}_registration.md"
 #: The run folder whose archive holds every finished run's record.
 RUNS = RESULTS / NAME
+#: What was learned about the runs after they were made (a provenance flag explained, say): written
+#: by hand, never part of the registration, printed under its own heading at the end of the report.
+NOTES = RESULTS / f"{NAME}_notes.md"
 #: Run logs and the execution memo (not committed).
 SCRATCH = ROOT / "runs" / NAME
 TASK_SET = SETS["confirmation"]
@@ -270,7 +273,8 @@ def _bound(b: Mapping[str, float], digits: int = 3) -> str:
     return f"{b['mean']:+.{digits}f} [{b['lo']:+.{digits}f}{hi}]"
 
 
-def markdown(summary: dict[str, Any], registered: dict[str, Any]) -> str:
+def markdown(summary: dict[str, Any], registered: dict[str, Any], notes: str = "") -> str:
+    """The report; ``notes`` (the text of :data:`NOTES`) ends it under a heading of its own."""
     ends, analysis = summary["endpoints"], registered["analysis"]
     lines = [
         "### The registered confirmation (issue 49)", "",
@@ -326,6 +330,11 @@ def markdown(summary: dict[str, Any], registered: dict[str, Any]) -> str:
     lines += ["", MEMO_NOTE]
     if summary["set_aside"]:
         lines.append(f"Set aside, made under other settings than the registration's: {', '.join(summary['set_aside'])}.")
+    if any(run["dirty"] for run in summary["per_run"]):
+        lines += ["", "(dirty): the checkout had uncommitted changes when the run ended (its provenance's flag)."]
+    if notes.strip():
+        lines += ["", f"#### Notes added after the runs ([{NOTES.name}]({NOTES.name}); not part of the registration)",
+                  "", notes.strip()]
     return "\n".join(lines) + "\n"
 
 
@@ -383,7 +392,9 @@ def main(argv: list[str] | None = None) -> None:
     registered = run_registered(REGISTRATION, RUNS, SCRATCH, planned_runs(SEEDS), settings, prepare, run_one,
                                 report_only=args.report, keep_failures=True)
     summary = summarise(read_runs(RUNS), registered)
-    md = write_result(NAME, __spec__.name, {"registered": registered, "summary": summary}, markdown(summary, registered))
+    notes = NOTES.read_text() if NOTES.exists() else ""
+    md = write_result(NAME, __spec__.name, {"registered": registered, "summary": summary},
+                      markdown(summary, registered, notes))
     print(md.read_text())
 
 

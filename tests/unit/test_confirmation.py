@@ -132,6 +132,17 @@ def test_the_report_lists_every_registered_run_and_sets_aside_other_settings():
     assert "`real-s203.json` (failed/real-s203-1.json): InfrastructureError" in markdown(summary, SETTINGS)
     empty = markdown(summarise({}, SETTINGS), SETTINGS)
     assert "0 of 60 registered runs finished" in empty and "no endpoint is read" in empty
+    assert "(dirty)" not in text and "Notes added after the runs" not in text
+
+
+def test_a_dirty_run_is_flagged_and_explained_and_post_run_notes_end_the_report():
+    runs = synthetic(shift=0.0, seeds=[201])
+    runs[2]["provenance"] = {**runs[2]["provenance"], "dirty": True}
+    summary = summarise({f"{r['arm']}-s{r['seed']}.json": r for r in runs}, SETTINGS)
+    text = markdown(summary, SETTINGS, notes="The archive was the only change.\n")
+    assert "| world_model-s201 |" in text and text.count("(dirty)") == 2  # the run's row and the legend
+    assert text.rstrip().endswith("The archive was the only change.")
+    assert text.index("Notes added after the runs") > text.index("| world_model-s201 |")
 
 
 def test_the_plan_goes_seed_by_seed_and_the_arms_differ_in_their_mode_only():
