@@ -24,6 +24,11 @@ and ``<name>.{json,md}``), so that its rows pool only its own seeds.
     python -m bench.async_anchors                           # seeds 0 1 2, bounds 0 1 2 4
     python -m bench.async_anchors --seeds 0 --bounds 0 2    # a look
     python -m bench.async_anchors --name async_anchors_k8 --seeds 3 4 5 --bounds 0 8   # the K = 8 screen
+    python -m bench.async_anchors --name async_anchors_skip --seeds 50 51 52 --bounds 0 8 --final-anchors skip
+
+``--final-anchors skip`` runs the bounds above 0 with the trainer's ``final_anchors='skip'`` (the
+last K steps choose no anchors), kept apart in the report as a landing rule of its own and read
+against the same seeds' bound-0 runs.
 """
 
 from __future__ import annotations
@@ -48,14 +53,18 @@ NAME = "async_anchors"
 #: How anchors land, recorded per run since the rule changed (runs without it landed as they came in).
 LANDING = "exactly K steps late"
 FORMER_LANDING = "as ready (before 2026-12-06)"
+#: Appended to the landing of runs made with ``--final-anchors skip``.
+SKIPPED = ", the last K steps unanchored"
 
 
-def run_once(seed: int, bound: int) -> dict:
-    """One main job with staleness bound ``bound``; what the results file keeps of it."""
+def run_once(seed: int, bound: int, final_anchors: str = "land") -> dict:
+    """One main job with staleness bound ``bound`` (and, past bound 0, ``final_anchors``); what the
+    results file keeps of it."""
+    final = ["--final-anchors", final_anchors] if bound else []
     with tempfile.TemporaryDirectory(prefix="wmrl-async-") as folder:
         out = Path(folder) / "run"
         start = time.perf_counter()
-        proc = subprocess.run(["bash", "scripts/main.sh", "--seed", str(seed), "--max-staleness", str(bound),
+        proc = subprocess.run(["bash", "scripts/main.sh", "--seed", str(seed), "--max-staleness", str(bound), *final,
                                "--output-dir", str(out)], cwd=REPO, capture_output=True, text=True)
         job_wall = time.perf_counter() - start
         if proc.returncode != 0:
@@ -79,11 +88,17 @@ def run_once(seed: int, bound: int) -> dict:
             "staleness_samples": {str(k): v for k, v in sorted(staleness.items())},
             "calibrator_pairs": float(steps[-1]["calibration/n_pairs"]),
             "dropped_stale_groups": sum(float(r.get("anchors/dropped_stale") or 0.0) for r in steps),
-            "landing": LANDING, "machine": provenance(), "loadavg_1m_at_end": os.getloadavg()[0]}
+            "landing": LANDING + (SKIPPED if bound and final_anchors == "skip" else ""), "machine": provenance(),
+            "loadavg_1m_at_end": os.getloadavg()[0]}
 
 
 def landing(run: dict) -> str:
     return run.get("landing", FORMER_LANDING)
+
+
+def synchronous_rule(rule: str) -> str:
+    """The rule of the bound-0 runs a rule's speedups are read against (bound 0 skips nothing)."""
+    return rule.removesuffix(SKIPPED)
 
 
 def summarise(runs: list[dict]) -> list[dict]:
@@ -91,7 +106,8 @@ def summarise(runs: list[dict]) -> list[dict]:
     wall (same rule, run beside it) to its own."""
     rows = []
     for rule, bound in sorted({(landing(r), r["max_staleness"]) for r in runs}):
-        base = {r["seed"]: r["train_wall_s"] for r in runs if r["max_staleness"] == 0 and landing(r) == rule}
+        base = {r["seed"]: r["train_wall_s"] for r in runs
+                if r["max_staleness"] == 0 and landing(r) == synchronous_rule(rule)}
         mine = sorted((r for r in runs if r["max_staleness"] == bound and landing(r) == rule), key=lambda r: r["seed"])
         speedups = [base[r["seed"]] / r["train_wall_s"] for r in mine if r["seed"] in base]
         staleness = Counter()
@@ -121,6 +137,7 @@ def tail_readings(runs: list[dict]) -> list[dict]:
     base = {r["seed"]: r for r in runs if r["max_staleness"] == 0 and landing(r) == LANDING and r.get("step_wall_s")}
     out = []
     for r in sorted(runs, key=lambda r: (r["max_staleness"], r["seed"])):
+        # A run that skips its final anchors executes none of the late long ones this path reads.
         if r["max_staleness"] == 0 or landing(r) != LANDING or r["seed"] not in base or not r.get("step_wall_s"):
             continue
         synchronous = base[r["seed"]]["step_wall_s"]
@@ -148,8 +165,12 @@ def markdown(rows: list[dict], runs: list[dict], name: str = NAME) -> str:
              "first step's wall (the sandbox's start-up falls there). Speedup: each seed's bound-0 training wall "
              "over its own. Staleness: anchor samples by the "
              "steps between submission and landing. Landing: since 2026-12-06 a batch lands exactly K steps after "
-             "its step (the last step lands all); before, as soon as it was ready. Bound 0 is synchronous under "
-             "either rule; each rule's speedups are against its own bound-0 runs, made beside them.", "",
+             "its step (the last step lands all); before, as soon as it was ready. " + (
+                 "\"The last K steps unanchored\": the trainer's `final_anchors='skip'`, whose last K steps choose "
+                 "no anchor groups (their real scores could reach only the last update). "
+                 if any(landing(r).endswith(SKIPPED) for r in runs) else "") +
+             "Bound 0 is synchronous under every rule; each rule's speedups are against its own bound-0 runs, made "
+             "beside them.", "",
              "| landing | max staleness | seeds | training wall (s) | speedup | CPU-s / cores | wall / bound "
              "| first step (s) | job wall (s) | held-out trained | calibrator pairs | groups dropped as stale "
              "| staleness (samples) |",
@@ -184,8 +205,10 @@ def markdown(rows: list[dict], runs: list[dict], name: str = NAME) -> str:
                   f"{t['longest_synchronous_step_s']:.0f} | {t['wall_over_attainable']:.2f} | "
                   f"{t['best_speedup']:.2f}x |" for t in tails]
     seeds = sorted({r["seed"] for r in runs})
-    bounds = sorted({r["max_staleness"] for r in runs if landing(r) == LANDING})
+    bounds = sorted({r["max_staleness"] for r in runs if synchronous_rule(landing(r)) == LANDING})
     argv = [] if name == NAME else ["--name", name, "--seeds", *map(str, seeds), "--bounds", *map(str, bounds)]
+    if any(landing(r).endswith(SKIPPED) for r in runs):
+        argv += ["--final-anchors", "skip"]
     lines += ["", f"Rerun: `{rerun_command(__spec__.name, argv)}` (skips the runs already in "
                   f"`bench/results/{name}.jsonl.xz`)."]
     return "\n".join(lines) + "\n"
@@ -195,18 +218,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--bounds", type=int, nargs="+", default=[0, 1, 2, 4], help="max_staleness values")
+    parser.add_argument("--final-anchors", choices=["land", "skip"], default="land",
+                        help="the trainer's final_anchors for bounds above 0")
     parser.add_argument("--name", default=NAME,
                         help="the runs' archive and report under bench/results (a registered screen's own)")
     args = parser.parse_args(argv)
     runs_folder = RESULTS / args.name
     for seed in args.seeds:
         for bound in args.bounds:
-            name = f"s{seed}-k{bound}-exact.json"  # runs without "-exact" landed as ready (FORMER_LANDING)
+            skip = "-skip" if bound and args.final_anchors == "skip" else ""
+            name = f"s{seed}-k{bound}-exact{skip}.json"  # runs without "-exact" landed as ready (FORMER_LANDING)
             if name in read_runs(runs_folder):
                 print(f"{name}: already there, skipped")
                 continue
-            print(f"main job, seed {seed}, max_staleness {bound} ...", flush=True)
-            run = run_once(seed, bound)
+            print(f"main job, seed {seed}, max_staleness {bound}{skip} ...", flush=True)
+            run = run_once(seed, bound, args.final_anchors)
             add_run(runs_folder, name, run)
             print(f"  training {run['train_wall_s']:.0f} s, held-out trained {run['heldout_trained']:.3f}", flush=True)
     runs = list(read_runs(runs_folder).values())

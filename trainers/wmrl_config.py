@@ -37,6 +37,8 @@ SURROGATE_BASED = ("surrogate", "sample_run")
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
 ADVANTAGES = ("std", "mean")
 ANCHOR_CHOICES = ("random", "informed", "informed_per_cost")
+#: What asynchronous anchors do at the run's end (ScheduleConfig.final_anchors).
+FINAL_ANCHORS = ("land", "skip")
 #: The warmup's steps by default (and, with ``warmup_steps=None``, where the anchor-weight rule
 #: measures ``c`` in it): enough anchor groups for per-sample gradient variances of both rewards
 #: at the default batch shape, and pairs of every family before the policy can exploit one.
@@ -173,6 +175,11 @@ class ScheduleConfig:
                 "exactly this many steps later, when it lands (that step waits for its runs if need be, so a run "
                 "repeats whatever the machine's speed), and its pairs calibrate then (0: every step waits for "
                 "its own anchors)"})
+    final_anchors: str = field(default="land", metadata={
+        "help": "asynchronous anchors at the run's end: 'land' (anchors of the last max_staleness steps "
+                "land at the last step, which waits for their runs, and train in its update) or 'skip' (those "
+                "steps choose no anchor groups: their real scores could reach only the last update, so they are "
+                "not executed and the last step waits only for anchors max_staleness steps old)"})
     anchor_timeout_s: float | None = field(default=None, metadata={
         "help": "asynchronous anchors: seconds after its submission at which an anchor's run that has not "
                 "returned is an infrastructure failure (default: the sandbox's own limits end it)"})
@@ -195,6 +202,10 @@ class ScheduleConfig:
             raise ConfigError(f"inclusion_floor_share must be in (0, 1], got {self.inclusion_floor_share}")
         if isinstance(self.max_staleness, bool) or not isinstance(self.max_staleness, int) or self.max_staleness < 0:
             raise ConfigError(f"max_staleness must be an int >= 0, got {self.max_staleness!r}")
+        if self.final_anchors not in FINAL_ANCHORS:
+            raise ConfigError(f"final_anchors must be one of {FINAL_ANCHORS}, got {self.final_anchors!r}")
+        if self.final_anchors == "skip" and not self.max_staleness:
+            raise ConfigError("final_anchors 'skip' applies to asynchronous anchors: set max_staleness > 0")
         if self.anchor_timeout_s is not None and not self.anchor_timeout_s > 0:
             raise ConfigError(f"anchor_timeout_s must be None or > 0, got {self.anchor_timeout_s}")
 
@@ -285,6 +296,9 @@ class WMRLConfig:
                               "episodes score themselves one at a time: use anchor_choice 'random'")
         if self.schedule.max_staleness and not self.uses_anchors:
             raise ConfigError(f"max_staleness applies to anchor groups; mode {self.mode!r} has none")
+        if self.schedule.final_anchors == "skip" and self.schedule.max_staleness >= self.steps:
+            raise ConfigError(f"final_anchors 'skip' with max_staleness {self.schedule.max_staleness} leaves none of "
+                              f"the {self.steps} steps an anchor group: lower max_staleness or use 'land'")
         if self.schedule.max_staleness and get_family(self.family.env_id).make_scorer is None:
             raise ConfigError(f"asynchronous anchors submit a batch scorer's runs; {self.family.env_id}'s episodes "
                               "score themselves one at a time: use max_staleness 0")

@@ -16,7 +16,7 @@ import pytest
 import wmrl_envs  # noqa: F401  (registers the ids)
 from trainers.families import get_family
 from trainers.policies import make_policy
-from trainers.wmrl import WMRLTrainer
+from trainers.wmrl import WMRLTrainer, make_core
 from trainers.wmrl_config import WMRLConfig
 from wmrl_envs.calibration import Calibrator
 from wmrl_envs.errors import ConfigError
@@ -129,6 +129,31 @@ def test_a_run_killed_with_anchors_in_flight_resumes_without_losing_or_repeating
     assert resumed.calibrator.n_pairs == len(rows)
     staleness = [h["anchors/staleness_max"] for h in history if np.isfinite(h["anchors/staleness_max"])]
     assert staleness and max(staleness) <= 2
+
+
+def test_skipped_final_anchors_leave_the_last_steps_unanchored_and_the_rest_as_landing_would(tmp_path):
+    """``final_anchors='skip'``: the last ``max_staleness`` steps choose no anchors (their groups are
+    world-model groups), every earlier anchor lands exactly ``max_staleness`` steps late, so the last
+    step waits for no younger batch; the earlier steps' streams are those of ``'land'``."""
+    landing, skipping = async_config(tmp_path / "land", steps=5), async_config(tmp_path, steps=5, final_anchors="skip")
+    trainer = trainer_for(skipping)
+    try:
+        assert [trainer.schedule(step)[2] for step in range(3)] == \
+            [make_core(landing).streams(trainer.schedule(step)[1]) for step in range(3)]
+        assert all(stream == "world_model" for step in (3, 4) for stream in trainer.schedule(step)[2])
+        history = trainer.train(progress=False)
+    finally:
+        trainer.adapter.close()
+        trainer.core.close()
+    rows = anchor_rows(tmp_path)
+    assert rows and {(int(r["step"]), int(r["landed_step"])) for r in rows} == {(0, 2), (1, 3), (2, 4)}
+    assert history[-1]["anchors/staleness_max"] == 2 and history[-1]["anchors/in_flight"] == 0
+    with pytest.raises(ConfigError, match="applies to asynchronous anchors"):
+        async_config(tmp_path, steps=5, max_staleness=0, final_anchors="skip")
+    with pytest.raises(ConfigError, match="leaves none of the 3 steps"):
+        async_config(tmp_path, steps=3, max_staleness=3, final_anchors="skip")
+    with pytest.raises(ConfigError, match="final_anchors must be one of"):
+        async_config(tmp_path, steps=5, final_anchors="drop")
 
 
 def test_asynchronous_anchors_need_a_batch_scorer_and_an_anchored_mode(tmp_path):

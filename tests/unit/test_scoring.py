@@ -66,6 +66,17 @@ def test_step_schedule_gives_each_step_its_anchor_count_and_answers_by_group_id(
         StepSchedule(groups_per_step=4, anchor_fraction=0.0)
 
 
+def test_a_step_schedule_with_anchor_steps_has_none_from_there_and_the_same_before():
+    every = StepSchedule(groups_per_step=8, anchor_fraction=0.1, seed=2, warmup_steps=2, warmup_anchor_fraction=0.5)
+    first_20 = StepSchedule(groups_per_step=8, anchor_fraction=0.1, seed=2, warmup_steps=2,
+                            warmup_anchor_fraction=0.5, anchor_steps=20)
+    assert [first_20.streams(s) for s in range(20)] == [every.streams(s) for s in range(20)]
+    assert all(first_20.anchor_count(s) == 0 and "anchor" not in first_20.streams(s) for s in range(20, 30))
+    assert all(every.anchor_count(s) >= 1 for s in range(20, 30))
+    with pytest.raises(ConfigError, match="anchor_steps"):
+        StepSchedule(groups_per_step=8, anchor_steps=0)
+
+
 def test_constant_schedule_names_one_stream():
     assert ConstantSchedule("real").stream(12) == "real"
     assert ScoringCore(ConstantSchedule("world_model"), Calibrator()).reward == "world_model"

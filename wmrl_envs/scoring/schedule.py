@@ -140,6 +140,9 @@ class StepSchedule:
         min_anchor_groups: The fewest anchor groups of a step (0: a step's count may round down
             to none; the reference release anchors at least 2, so that the anchor pairs accumulate
             fast and no step's anchor stream is one task).
+        anchor_steps: Steps ``0..anchor_steps-1`` have anchor groups and later ones have none (None:
+            every step). A run whose anchors train K steps late sets ``steps - K``: a later anchor's
+            real scores could reach only the run's last update, which would wait for its runs.
     """
 
     groups_per_step: int
@@ -151,6 +154,7 @@ class StepSchedule:
     eta2_bound: float | None = None
     max_anchor_fraction: float = 1.0
     min_anchor_groups: int = 1
+    anchor_steps: int | None = None
     # The schedule's state: (first step, share) of every change adapt() made, in step order,
     # and how many steps in a row have passed.
     _changes: list[tuple[int, float]] = field(default_factory=list, init=False, repr=False)
@@ -161,6 +165,8 @@ class StepSchedule:
             raise ConfigError(f"groups_per_step must be >= 1, got {self.groups_per_step}")
         if self.warmup_steps < 0:
             raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.anchor_steps is not None and self.anchor_steps < 1:
+            raise ConfigError(f"anchor_steps must be None or >= 1, got {self.anchor_steps}")
         _check_fraction("anchor_fraction", self.anchor_fraction)
         if self.warmup_anchor_fraction is not None:
             _check_fraction("warmup_anchor_fraction", self.warmup_anchor_fraction)
@@ -185,8 +191,11 @@ class StepSchedule:
     def anchor_count(self, step: int) -> int:
         """Anchor groups of step ``step``: its share of the groups, rounded down or up so that the
         anchors of steps ``0..step`` stay within one group of the sum of their shares (where a
-        fraction rounds up is set by a seeded offset), and at least ``min_anchor_groups``. A
-        share that is a whole number of groups is that number on every step."""
+        fraction rounds up is set by a seeded offset), and at least ``min_anchor_groups``; none
+        from ``anchor_steps`` on. A share that is a whole number of groups is that number on every
+        step."""
+        if self.anchor_steps is not None and step >= self.anchor_steps:
+            return 0
         offset = _count_offset(self.seed)
         before, through = self._shared_groups(step), self._shared_groups(step + 1)
         count = math.floor(through + offset) - math.floor(before + offset)
