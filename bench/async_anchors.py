@@ -46,6 +46,7 @@ from pathlib import Path
 
 from bench.archive import add_run, read_runs
 from bench.common import RESULTS, mean_se, rerun_command
+from trainers.wmrl_config import FINAL_ANCHORS
 from wmrl_envs.provenance import provenance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -156,6 +157,7 @@ def tail_readings(runs: list[dict]) -> list[dict]:
 
 
 def markdown(rows: list[dict], runs: list[dict], name: str = NAME) -> str:
+    skipping = any(landing(r).endswith(SKIPPED) for r in runs)
     fmt = lambda ms, d=1: (f"{ms[0]:.{d}f} ± {ms[1]:.{d}f}" if not math.isnan(ms[1]) else f"{ms[0]:.{d}f}")  # noqa: E731
     lines = ["### Asynchronous anchors on the main job (issue 47)", "",
              "`scripts/main.sh --max-staleness K` (24 steps x 8 groups x 4, the default executor), seeds run back "
@@ -168,7 +170,7 @@ def markdown(rows: list[dict], runs: list[dict], name: str = NAME) -> str:
              "its step (the last step lands all); before, as soon as it was ready. " + (
                  "\"The last K steps unanchored\": the trainer's `final_anchors='skip'`, whose last K steps choose "
                  "no anchor groups (their real scores could reach only the last update). "
-                 if any(landing(r).endswith(SKIPPED) for r in runs) else "") +
+                 if skipping else "") +
              "Bound 0 is synchronous under every rule; each rule's speedups are against its own bound-0 runs, made "
              "beside them.", "",
              "| landing | max staleness | seeds | training wall (s) | speedup | CPU-s / cores | wall / bound "
@@ -207,7 +209,7 @@ def markdown(rows: list[dict], runs: list[dict], name: str = NAME) -> str:
     seeds = sorted({r["seed"] for r in runs})
     bounds = sorted({r["max_staleness"] for r in runs if synchronous_rule(landing(r)) == LANDING})
     argv = [] if name == NAME else ["--name", name, "--seeds", *map(str, seeds), "--bounds", *map(str, bounds)]
-    if any(landing(r).endswith(SKIPPED) for r in runs):
+    if skipping:
         argv += ["--final-anchors", "skip"]
     lines += ["", f"Rerun: `{rerun_command(__spec__.name, argv)}` (skips the runs already in "
                   f"`bench/results/{name}.jsonl.xz`)."]
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--bounds", type=int, nargs="+", default=[0, 1, 2, 4], help="max_staleness values")
-    parser.add_argument("--final-anchors", choices=["land", "skip"], default="land",
+    parser.add_argument("--final-anchors", choices=FINAL_ANCHORS, default="land",
                         help="the trainer's final_anchors for bounds above 0")
     parser.add_argument("--name", default=NAME,
                         help="the runs' archive and report under bench/results (a registered screen's own)")
