@@ -46,8 +46,8 @@ from pathlib import Path
 
 from bench.archive import add_run, read_runs
 from bench.common import RESULTS, mean_se, rerun_command
-from trainers.wmrl_config import FINAL_ANCHORS
 from wmrl_envs.provenance import provenance
+from wmrl_envs.scoring.schedule import FINAL_ANCHORS
 
 REPO = Path(__file__).resolve().parents[1]
 NAME = "async_anchors"
@@ -61,7 +61,8 @@ SKIPPED = ", the last K steps unanchored"
 def run_once(seed: int, bound: int, final_anchors: str = "land") -> dict:
     """One main job with staleness bound ``bound`` (and, past bound 0, ``final_anchors``); what the
     results file keeps of it."""
-    final = ["--final-anchors", final_anchors] if bound else []
+    # Both flags always: they replace whatever the main job's own defaults are.
+    final = ["--final-anchors", final_anchors if bound else "land"]
     with tempfile.TemporaryDirectory(prefix="wmrl-async-") as folder:
         out = Path(folder) / "run"
         start = time.perf_counter()

@@ -73,6 +73,7 @@ from wmrl_envs.scoring import (
     land_in_order,
     sample_weights,
 )
+from wmrl_envs.scoring.schedule import anchor_steps
 from wmrl_envs.scoring.shaping import shaped_return
 
 CHECKPOINT = "checkpoint.pt"
@@ -468,14 +469,6 @@ class WMRLTrainer:
             writer.writerows(rows)
 
 
-def anchor_steps(config: WMRLConfig) -> int | None:
-    """How many of the run's first steps have anchor groups: with ``final_anchors='skip'`` the last
-    ``max_staleness`` steps have none (their real scores would land after the run's last update
-    but for its wait); otherwise every step (None)."""
-    sched = config.schedule
-    return config.steps - sched.max_staleness if sched.final_anchors == "skip" else None
-
-
 def make_core(config: WMRLConfig) -> ScoringCore:
     """The scoring core of a run: the mode's schedule, a calibrator of its own, the family's scorer.
 
@@ -489,7 +482,8 @@ def make_core(config: WMRLConfig) -> ScoringCore:
         schedule = StepSchedule(sched.tasks_per_step, sched.anchor_fraction, config.seed, config.warmup_steps,
                                 sched.warmup_anchor_fraction, adaptive=sched.adaptive_anchors,
                                 eta2_bound=sched.eta2_bound, max_anchor_fraction=sched.max_anchor_fraction,
-                                min_anchor_groups=sched.min_anchor_groups, anchor_steps=anchor_steps(config))
+                                min_anchor_groups=sched.min_anchor_groups,
+                                anchor_steps=anchor_steps(config.steps, sched.max_staleness, sched.final_anchors))
         if sched.anchor_choice != "random":
             schedule = InformedSchedule(schedule, sched.inclusion_floor_share,
                                         per_cost=sched.anchor_choice == "informed_per_cost")

@@ -28,7 +28,12 @@ from wmrl_envs.errors import ConfigError
 from wmrl_envs.libero.workers import DEFAULT_EPISODE_TIMEOUT_S
 from wmrl_envs.sandbox import DEFAULT_EXECUTOR, EXECUTOR_HELP
 from wmrl_envs.scoring import FusionConfig
-from wmrl_envs.scoring.schedule import check_adaptation, check_min_anchor_groups
+from wmrl_envs.scoring.schedule import (
+    anchor_steps,
+    check_adaptation,
+    check_final_anchors,
+    check_min_anchor_groups,
+)
 from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
 from wmrl_envs.world_models.sample_run import RUN_RULES
 
@@ -37,8 +42,6 @@ SURROGATE_BASED = ("surrogate", "sample_run")
 MODES = ("real", "world_model", "wmrl", "wmrl-no-debias", "wmrl-no-denoise")
 ADVANTAGES = ("std", "mean")
 ANCHOR_CHOICES = ("random", "informed", "informed_per_cost")
-#: What asynchronous anchors do at the run's end (ScheduleConfig.final_anchors).
-FINAL_ANCHORS = ("land", "skip")
 #: The warmup's steps by default (and, with ``warmup_steps=None``, where the anchor-weight rule
 #: measures ``c`` in it): enough anchor groups for per-sample gradient variances of both rewards
 #: at the default batch shape, and pairs of every family before the policy can exploit one.
@@ -202,10 +205,7 @@ class ScheduleConfig:
             raise ConfigError(f"inclusion_floor_share must be in (0, 1], got {self.inclusion_floor_share}")
         if isinstance(self.max_staleness, bool) or not isinstance(self.max_staleness, int) or self.max_staleness < 0:
             raise ConfigError(f"max_staleness must be an int >= 0, got {self.max_staleness!r}")
-        if self.final_anchors not in FINAL_ANCHORS:
-            raise ConfigError(f"final_anchors must be one of {FINAL_ANCHORS}, got {self.final_anchors!r}")
-        if self.final_anchors == "skip" and not self.max_staleness:
-            raise ConfigError("final_anchors 'skip' applies to asynchronous anchors: set max_staleness > 0")
+        check_final_anchors(self.final_anchors, self.max_staleness)
         if self.anchor_timeout_s is not None and not self.anchor_timeout_s > 0:
             raise ConfigError(f"anchor_timeout_s must be None or > 0, got {self.anchor_timeout_s}")
 
@@ -296,9 +296,7 @@ class WMRLConfig:
                               "episodes score themselves one at a time: use anchor_choice 'random'")
         if self.schedule.max_staleness and not self.uses_anchors:
             raise ConfigError(f"max_staleness applies to anchor groups; mode {self.mode!r} has none")
-        if self.schedule.final_anchors == "skip" and self.schedule.max_staleness >= self.steps:
-            raise ConfigError(f"final_anchors 'skip' with max_staleness {self.schedule.max_staleness} leaves none of "
-                              f"the {self.steps} steps an anchor group: lower max_staleness or use 'land'")
+        anchor_steps(self.steps, self.schedule.max_staleness, self.schedule.final_anchors)
         if self.schedule.max_staleness and get_family(self.family.env_id).make_scorer is None:
             raise ConfigError(f"asynchronous anchors submit a batch scorer's runs; {self.family.env_id}'s episodes "
                               "score themselves one at a time: use max_staleness 0")

@@ -288,6 +288,29 @@ def test_asynchronous_anchors_train_when_they_land_and_a_resume_loses_none(tasks
     fresh.close()
 
 
+def test_skipped_final_anchors_leave_the_last_steps_of_a_trl_run_unanchored(tasks, dataset, tmp_path):
+    """``final_anchors='skip'``: the last ``K`` steps choose no anchor group, so every anchor group
+    trains exactly ``K`` steps late, the last step's included, and the calibrator takes only theirs."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    seed, bound = one_anchor_a_step(dataset, ASYNC_STEPS), 1
+    trainer, core = make_trainer(tasks, dataset, seed, tmp_path / "run", AsyncRecordingTrainer, steps=ASYNC_STEPS,
+                                 max_staleness=bound, final_anchors="skip")
+    trainer.train()
+    schedule = HashSchedule(ANCHOR_FRACTION, seed)
+    chosen = sorted((step, uid) for step in range(ASYNC_STEPS - bound) for uid in dataset["prompt_uid"]
+                    if schedule.stream((step, uid)) == "anchor")
+    trained = [(b.step, tuple(gid)) for b in trainer.batches
+               for gid, stream in zip(b.record.group_ids, b.record.streams) if stream == "anchor"]
+    assert chosen and sorted({gid for _, gid in trained}) == chosen and len(trained) == G * len(chosen)
+    assert all(step - gid[0] == bound for step, gid in trained)
+    # The last step's own groups are all world-model groups, trained at once.
+    last = trainer.batches[-1]
+    assert {stream for gid, stream in zip(last.record.group_ids, last.record.streams)
+            if gid[0] == ASYNC_STEPS - 1} == {"world_model"}
+    assert core.calibrator.n_pairs == G * len(chosen)
+    core.close()
+
+
 def test_a_batch_of_anchors_only_waits_for_its_runs_and_trains_on_them(tasks, dataset, tmp_path):
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     trainer, core = make_trainer(tasks, dataset, 0, tmp_path / "run", AsyncRecordingTrainer, max_staleness=1)
@@ -307,13 +330,16 @@ def test_a_batch_of_anchors_only_waits_for_its_runs_and_trains_on_them(tasks, da
 ])
 def test_asynchronous_anchors_refuse_what_they_would_break(tasks, dataset, tmp_path, change, refusal):
     policy = CausalLMPolicy.tiny_random(hidden_size=32, num_layers=1, seed=0)
-    args = GRPOConfig(**{"output_dir": str(tmp_path), "use_cpu": True, "bf16": False, "num_generations": G,
-                         "per_device_train_batch_size": 2 * G, "max_steps": 1, "report_to": "none", **change})
+
+    def build(change: dict, **trainer_kwargs):
+        args = GRPOConfig(**{"output_dir": str(tmp_path), "use_cpu": True, "bf16": False, "num_generations": G,
+                             "per_device_train_batch_size": 2 * G, "max_steps": 1, "report_to": "none", **change})
+        return WMRLGRPOTrainer(model=policy.model, reward_funcs=WMRLReward(make_code_core(), tasks, num_generations=G),
+                               args=args, train_dataset=dataset, processing_class=policy.tokenizer, **trainer_kwargs)
+
     with pytest.raises(ConfigError, match=refusal):
-        WMRLGRPOTrainer(model=policy.model, reward_funcs=WMRLReward(make_code_core(), tasks, num_generations=G),
-                        args=args, train_dataset=dataset, processing_class=policy.tokenizer, max_staleness=1)
+        build(change, max_staleness=1)
     with pytest.raises(ConfigError, match="max_staleness must be"):
-        WMRLGRPOTrainer(model=policy.model, reward_funcs=WMRLReward(make_code_core(), tasks, num_generations=G),
-                        args=GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, num_generations=G,
-                                        per_device_train_batch_size=2 * G, max_steps=1, report_to="none"),
-                        train_dataset=dataset, processing_class=policy.tokenizer, max_staleness=-1)
+        build({}, max_staleness=-1)
+    with pytest.raises(ConfigError, match="applies to asynchronous anchors"):
+        build({}, final_anchors="skip")

@@ -22,6 +22,7 @@ from wmrl_envs.scoring import (
     env_core,
     shared_calibrator,
 )
+from wmrl_envs.scoring.schedule import anchor_steps
 
 
 def group(stream: str, gid, real=None, wm=None, task="t", infra=()) -> ScoredGroup:
@@ -75,6 +76,17 @@ def test_a_step_schedule_with_anchor_steps_has_none_from_there_and_the_same_befo
     assert all(every.anchor_count(s) >= 1 for s in range(20, 30))
     with pytest.raises(ConfigError, match="anchor_steps"):
         StepSchedule(groups_per_step=8, anchor_steps=0)
+
+
+def test_anchor_steps_is_the_run_less_its_bound_under_skip_and_every_step_under_land():
+    assert anchor_steps(24, 8, "skip") == 16
+    assert anchor_steps(24, 8, "land") is None and anchor_steps(24, 0, "land") is None
+    with pytest.raises(ConfigError, match="applies to asynchronous anchors"):
+        anchor_steps(24, 0, "skip")
+    with pytest.raises(ConfigError, match="leaves none of the 8 steps"):
+        anchor_steps(8, 8, "skip")
+    with pytest.raises(ConfigError, match="final_anchors must be one of"):
+        anchor_steps(24, 8, "drop")
 
 
 def test_constant_schedule_names_one_stream():

@@ -37,8 +37,9 @@ The pieces and who owns what (``docs/architecture.md`` §2):
   submits a training batch's anchor groups and returns None for their rows; the trainer holds those
   rows (with the policy's log-probabilities at generation as ``old_per_token_logps``, so TRL's
   clipped ratio corrects for the policy having moved) and adds them, with TRL's group advantages,
-  to the batch ``K`` steps later, when they land (:func:`land_in_order`; the last step lands all). A
-  checkpoint holds them (:data:`IN_FLIGHT_FILE`) and a resumed run submits them again.
+  to the batch ``K`` steps later, when they land (:func:`land_in_order`; the last step lands all;
+  with ``final_anchors='skip'`` the last ``K`` steps choose none). A checkpoint holds them
+  (:data:`IN_FLIGHT_FILE`) and a resumed run submits them again.
 
 Several processes. Each process scores its own groups (its own executions and world-model
 batch). The raw scored groups are then gathered, and every process fuses the same list in the
@@ -95,6 +96,7 @@ from wmrl_envs.scoring import (
     land_in_order,
     sample_weights,
 )
+from wmrl_envs.scoring.schedule import anchor_steps, check_final_anchors
 from wmrl_envs.task_spec import Task
 from wmrl_envs.world_models.base import DEFAULT_WORLD_MODEL
 
@@ -204,7 +206,8 @@ class WMRLReward:
     :class:`WMRLGRPOTrainer`). With asynchronous anchors (``WMRLGRPOTrainer(max_staleness=K)``
     sets :attr:`hold_anchors` on training batches), a call answers its world-model groups at once,
     submits its anchor groups' runs and returns None for their rows; :attr:`flight` holds the
-    submitted batch until the trainer takes it.
+    submitted batch until the trainer takes it. A training batch with :attr:`choose_anchors` False
+    (the trainer's last ``max_staleness`` steps under ``final_anchors='skip'``) has no anchor group.
     """
 
     def __init__(self, core: ScoringCore, tasks: Iterable[Task], num_generations: int) -> None:
@@ -218,6 +221,7 @@ class WMRLReward:
         self.last: BatchRecord | None = None
         self.hold_anchors = False
         self.anchor_timeout_s: float | None = None
+        self.choose_anchors = True
         self.flight: InFlightAnchors | None = None
 
     def groups(self, completions: Sequence[Any], task_id: Sequence[str], prompt_uid: Sequence[str],
@@ -266,7 +270,8 @@ class WMRLReward:
         if self.flight is not None:
             raise ConfigError("the previous batch's anchors in flight were never taken: asynchronous anchors need "
                               "WMRLGRPOTrainer, which lands them")
-        now, self.flight = self.core.score_async(groups, tag=step, timeout_s=self.anchor_timeout_s)
+        now, self.flight = self.core.score_async(groups, tag=step, timeout_s=self.anchor_timeout_s,
+                                                 anchors=self.choose_anchors)
         held = {id(g) for g in self.flight.groups} if self.flight is not None else set()
         answered, submitted = iter(now), iter(self.flight.scored if self.flight is not None else [])
         return [next(submitted) if id(g) in held else next(answered) for g in groups]
@@ -351,6 +356,10 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
             steps late: a step waits for the batch of ``K`` steps before it. It calibrates when it
             lands.
             The run's last step waits for every anchor (``docs/environments.md``).
+        final_anchors: With ``max_staleness > 0``: ``'land'`` (the default) as above, or ``'skip'``:
+            the last ``max_staleness`` steps choose no anchor groups (their real scores could reach
+            only the last update), so the last step waits only for anchors ``K`` steps old; the rule
+            is :func:`wmrl_envs.scoring.schedule.anchor_steps`, as in ``wmrl train``.
         anchor_timeout_s: With ``max_staleness > 0``: a run not back this many seconds after its
             submission is an infrastructure failure (None: the sandbox's own limits).
 
@@ -363,11 +372,12 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
             they do not support (:meth:`_check_asynchronous`).
     """
 
-    def __init__(self, *args: Any, max_staleness: int = 0, anchor_timeout_s: float | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(self, *args: Any, max_staleness: int = 0, final_anchors: str = "land",
+                 anchor_timeout_s: float | None = None, **kwargs: Any) -> None:
         check_trl_version()
         if isinstance(max_staleness, bool) or not isinstance(max_staleness, int) or max_staleness < 0:
             raise ConfigError(f"max_staleness must be an int >= 0, got {max_staleness!r}")
+        check_final_anchors(final_anchors, max_staleness)
         if anchor_timeout_s is not None and (not max_staleness or not anchor_timeout_s > 0):
             raise ConfigError(f"anchor_timeout_s={anchor_timeout_s!r} needs max_staleness > 0 and must be > 0")
         super().__init__(*args, **kwargs)
@@ -382,6 +392,7 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
             raise ConfigError(f"per_device_train_batch_size * steps_per_generation = {local} is not a multiple of "
                               f"num_generations={g}: a group would span two processes")
         self.max_staleness = max_staleness
+        self.final_anchors = final_anchors
         self.wmrl_reward.anchor_timeout_s = anchor_timeout_s
         self.last_batch: BatchRecord | None = None
         self._in_flight: deque[HeldAnchors] = deque()
@@ -408,6 +419,9 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         self.wmrl_reward.hold_anchors = bool(self.max_staleness) and self.model.training
+        if self.wmrl_reward.hold_anchors:
+            last = anchor_steps(self.state.max_steps, self.max_staleness, self.final_anchors)
+            self.wmrl_reward.choose_anchors = last is None or self.state.global_step < last
         output = super()._generate_and_score_completions(inputs)
         record = self.wmrl_reward.last
         if record is None or len(record.streams) != output["advantages"].shape[0]:

@@ -136,16 +136,20 @@ class ScoringCore:
                          if informed else self.scorer.score(groups, streams))
 
     def score_async(self, groups: Sequence[Any], streams: Sequence[str] | None = None, *, tag: Hashable = None,
-                    timeout_s: float | None = None) -> tuple[list[ScoredGroup], InFlightAnchors | None]:
+                    timeout_s: float | None = None, anchors: bool = True) -> tuple[list[ScoredGroup], InFlightAnchors | None]:
         """Score groups without waiting for the anchors' runs: the batch's other groups, fused now
         (world-model groups calibrated by the calibrator as it stands), and its anchor groups in
         flight (None without any), for :meth:`land`, each sample provisionally scored as a
         world-model sample until then. ``tag`` names the batch (the trainer's step);
         a run not back ``timeout_s`` after submission is an infrastructure failure; ``streams``
-        overrides the schedule as in :meth:`score`."""
+        overrides the schedule as in :meth:`score`. ``anchors=False``: the batch has no anchor group
+        (the schedule's are world-model groups; nothing is chosen), as past a run's
+        :func:`~wmrl_envs.scoring.schedule.anchor_steps`."""
         if self.scorer is None or not hasattr(self.scorer, "score_submitting"):
             raise ConfigError("asynchronous anchors need a batch scorer that submits runs (the code families')")
         streams, informed = self._batch_streams(groups, streams)
+        if not anchors:
+            streams, informed = ["world_model" if s == "anchor" else s for s in streams], False
         scored, flight = self.scorer.score_submitting(groups, streams, self._choose if informed else None,
                                                       price=informed and self._prices_groups,
                                                       tag=tag, timeout_s=timeout_s)

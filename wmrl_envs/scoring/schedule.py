@@ -74,6 +74,10 @@ AUDIT_FAILED = 1
 ETA2_ABOVE_BOUND = 2
 # Passing steps in a row before adaptation lowers the anchor share.
 _RECOVERY_STEPS = 3
+#: What asynchronous anchors do at a run's end (:func:`anchor_steps`): 'land' (the last step waits
+#: for the anchors of the last ``max_staleness`` steps and trains on them) or 'skip' (those steps
+#: choose none).
+FINAL_ANCHORS = ("land", "skip")
 
 
 @runtime_checkable
@@ -258,6 +262,32 @@ def adapted_fraction(current: float, floor: float, ceiling: float, passes: int) 
     if passes == 0:
         return min(ceiling, current * 2.0)
     return max(floor, current / 2.0) if passes >= _RECOVERY_STEPS else current
+
+
+def check_final_anchors(final_anchors: str, max_staleness: int) -> None:
+    """Refuse an unknown ``final_anchors``, and 'skip' without asynchronous anchors (:func:`anchor_steps`)."""
+    if final_anchors not in FINAL_ANCHORS:
+        raise ConfigError(f"final_anchors must be one of {FINAL_ANCHORS}, got {final_anchors!r}")
+    if final_anchors == "skip" and not max_staleness:
+        raise ConfigError("final_anchors 'skip' applies to asynchronous anchors: set max_staleness > 0")
+
+
+def anchor_steps(steps: int, max_staleness: int, final_anchors: str) -> int | None:
+    """How many of a run's first steps may have anchor groups: with ``final_anchors='skip'`` the last
+    ``max_staleness`` steps have none (their real scores could reach only the run's last update, which
+    would wait for their runs); otherwise every step (None). Every trainer path asks this.
+
+    Raises:
+        ConfigError: What :func:`check_final_anchors` refuses, and 'skip' with a bound that leaves no
+            step an anchor group.
+    """
+    check_final_anchors(final_anchors, max_staleness)
+    if final_anchors == "land":
+        return None
+    if max_staleness >= steps:
+        raise ConfigError(f"final_anchors 'skip' with max_staleness {max_staleness} leaves none of the {steps} "
+                          "steps an anchor group: lower max_staleness or use 'land'")
+    return steps - max_staleness
 
 
 def check_adaptation(anchor_fraction: float, eta2_bound: float | None, max_anchor_fraction: float) -> None:
