@@ -1,7 +1,9 @@
 """The main job (``scripts/main.sh``) over several seeds: the cold and the default executor, and
 against real GRPO.
 
-Each run is the whole job with set-up cached: ``bash scripts/main.sh --seed S --executor E``
+Each run is the whole job with set-up cached, synchronous as every run of its archive was (the job's
+asynchronous default is :mod:`bench.async_anchors`'s): ``bash scripts/main.sh --seed S --executor E
+--max-staleness 0``
 (24 WMRL steps of the grammar policy on the MLE train tasks, then avg@4 held-out evaluation of
 the untrained and the trained policy by real execution); ``--modes real`` adds the job as real
 GRPO and ``--anchor-choices informed`` a run with informed anchors. Runs alternate between the
@@ -68,7 +70,7 @@ def run_once(executor: str, seed: int, env: str, mode: str = "wmrl", anchor_choi
         out = Path(folder) / "run"
         start = time.perf_counter()
         proc = subprocess.run(["bash", "scripts/main.sh", "--seed", str(seed), "--executor", executor,
-                               "--output-dir", str(out), "--env", env, "--mode", mode,
+                               "--output-dir", str(out), "--env", env, "--mode", mode, "--max-staleness", "0",
                                *(["--anchor-choice", anchor_choice, *extra] if mode != "real" else [])],
                               cwd=REPO, capture_output=True, text=True)
         wall = time.perf_counter() - start

@@ -182,7 +182,8 @@ class ScheduleConfig:
         "help": "asynchronous anchors at the run's end: 'land' (anchors of the last max_staleness steps "
                 "land at the last step, which waits for their runs, and train in its update) or 'skip' (those "
                 "steps choose no anchor groups: their real scores could reach only the last update, so they are "
-                "not executed and the last step waits only for anchors max_staleness steps old)"})
+                "not executed and the last step waits only for anchors max_staleness steps old; at max_staleness "
+                "0 there is no step to skip). The main job (scripts/main.sh) runs at 8 with 'skip'"})
     anchor_timeout_s: float | None = field(default=None, metadata={
         "help": "asynchronous anchors: seconds after its submission at which an anchor's run that has not "
                 "returned is an infrastructure failure (default: the sandbox's own limits end it)"})
@@ -205,7 +206,7 @@ class ScheduleConfig:
             raise ConfigError(f"inclusion_floor_share must be in (0, 1], got {self.inclusion_floor_share}")
         if isinstance(self.max_staleness, bool) or not isinstance(self.max_staleness, int) or self.max_staleness < 0:
             raise ConfigError(f"max_staleness must be an int >= 0, got {self.max_staleness!r}")
-        check_final_anchors(self.final_anchors, self.max_staleness)
+        check_final_anchors(self.final_anchors)
         if self.anchor_timeout_s is not None and not self.anchor_timeout_s > 0:
             raise ConfigError(f"anchor_timeout_s must be None or > 0, got {self.anchor_timeout_s}")
 

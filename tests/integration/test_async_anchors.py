@@ -148,8 +148,8 @@ def test_skipped_final_anchors_leave_the_last_steps_unanchored_and_the_rest_as_l
     rows = anchor_rows(tmp_path)
     assert rows and {(int(r["step"]), int(r["landed_step"])) for r in rows} == {(0, 2), (1, 3), (2, 4)}
     assert history[-1]["anchors/staleness_max"] == 2 and history[-1]["anchors/in_flight"] == 0
-    with pytest.raises(ConfigError, match="applies to asynchronous anchors"):
-        async_config(tmp_path, steps=5, max_staleness=0, final_anchors="skip")
+    # Synchronous anchors have no step to skip: 'skip' at bound 0 is the synchronous run.
+    assert make_core(async_config(tmp_path, steps=5, max_staleness=0, final_anchors="skip")).schedule.anchor_steps is None
     with pytest.raises(ConfigError, match="leaves none of the 3 steps"):
         async_config(tmp_path, steps=3, max_staleness=3, final_anchors="skip")
     with pytest.raises(ConfigError, match="final_anchors must be one of"):

@@ -341,5 +341,5 @@ def test_asynchronous_anchors_refuse_what_they_would_break(tasks, dataset, tmp_p
         build(change, max_staleness=1)
     with pytest.raises(ConfigError, match="max_staleness must be"):
         build({}, max_staleness=-1)
-    with pytest.raises(ConfigError, match="applies to asynchronous anchors"):
-        build({}, final_anchors="skip")
+    with pytest.raises(ConfigError, match="final_anchors must be one of"):
+        build({}, max_staleness=1, final_anchors="drop")

@@ -81,8 +81,7 @@ def test_a_step_schedule_with_anchor_steps_has_none_from_there_and_the_same_befo
 def test_anchor_steps_is_the_run_less_its_bound_under_skip_and_every_step_under_land():
     assert anchor_steps(24, 8, "skip") == 16
     assert anchor_steps(24, 8, "land") is None and anchor_steps(24, 0, "land") is None
-    with pytest.raises(ConfigError, match="applies to asynchronous anchors"):
-        anchor_steps(24, 0, "skip")
+    assert anchor_steps(24, 0, "skip") is None  # synchronous anchors: no step to skip
     with pytest.raises(ConfigError, match="leaves none of the 8 steps"):
         anchor_steps(8, 8, "skip")
     with pytest.raises(ConfigError, match="final_anchors must be one of"):

@@ -377,7 +377,7 @@ class WMRLGRPOTrainer(trl.GRPOTrainer):
         check_trl_version()
         if isinstance(max_staleness, bool) or not isinstance(max_staleness, int) or max_staleness < 0:
             raise ConfigError(f"max_staleness must be an int >= 0, got {max_staleness!r}")
-        check_final_anchors(final_anchors, max_staleness)
+        check_final_anchors(final_anchors)
         if anchor_timeout_s is not None and (not max_staleness or not anchor_timeout_s > 0):
             raise ConfigError(f"anchor_timeout_s={anchor_timeout_s!r} needs max_staleness > 0 and must be > 0")
         super().__init__(*args, **kwargs)

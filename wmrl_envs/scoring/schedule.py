@@ -264,25 +264,24 @@ def adapted_fraction(current: float, floor: float, ceiling: float, passes: int) 
     return max(floor, current / 2.0) if passes >= _RECOVERY_STEPS else current
 
 
-def check_final_anchors(final_anchors: str, max_staleness: int) -> None:
-    """Refuse an unknown ``final_anchors``, and 'skip' without asynchronous anchors (:func:`anchor_steps`)."""
+def check_final_anchors(final_anchors: str) -> None:
+    """Refuse an unknown ``final_anchors`` (:data:`FINAL_ANCHORS`)."""
     if final_anchors not in FINAL_ANCHORS:
         raise ConfigError(f"final_anchors must be one of {FINAL_ANCHORS}, got {final_anchors!r}")
-    if final_anchors == "skip" and not max_staleness:
-        raise ConfigError("final_anchors 'skip' applies to asynchronous anchors: set max_staleness > 0")
 
 
 def anchor_steps(steps: int, max_staleness: int, final_anchors: str) -> int | None:
     """How many of a run's first steps may have anchor groups: with ``final_anchors='skip'`` the last
     ``max_staleness`` steps have none (their real scores could reach only the run's last update, which
-    would wait for their runs); otherwise every step (None). Every trainer path asks this.
+    would wait for their runs); otherwise every step (None), as under synchronous anchors
+    (``max_staleness`` 0: no step to skip). Every trainer path asks this.
 
     Raises:
-        ConfigError: What :func:`check_final_anchors` refuses, and 'skip' with a bound that leaves no
-            step an anchor group.
+        ConfigError: An unknown ``final_anchors``, or 'skip' with a bound that leaves no step an
+            anchor group.
     """
-    check_final_anchors(final_anchors, max_staleness)
-    if final_anchors == "land":
+    check_final_anchors(final_anchors)
+    if final_anchors == "land" or not max_staleness:
         return None
     if max_staleness >= steps:
         raise ConfigError(f"final_anchors 'skip' with max_staleness {max_staleness} leaves none of the {steps} "
