@@ -17,14 +17,12 @@ Writes ``async_anchors_confirm_reading.md``; reproduces from the committed archi
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 from bench.archive import read_runs
-from bench.common import RESULTS, rerun_command
+from bench.common import RESULTS, rerun_command, t_bound
 
 NAME = "async_anchors_confirm"
 SEEDS = (53, 54, 55, 56, 57, 58)
@@ -33,10 +31,10 @@ MIN_SPEEDUP, MAX_WALL_OVER_BOUND = 1.30, 1.10
 
 
 def one_sided(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """``(mean, lower, upper)``: the mean and its one-sided Student-t bounds at ``confidence``."""
-    x = np.asarray(values, dtype=float)
-    half = stats.t.ppf(confidence, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
-    return float(x.mean()), float(x.mean() - half), float(x.mean() + half)
+    """``(mean, lower, upper)``: the mean and its one-sided Student-t bounds at ``confidence`` (the
+    two-sided interval at ``2 * confidence - 1``)."""
+    bound = t_bound(np.asarray(values, dtype=float), 2 * confidence - 1, "two")
+    return bound["mean"], bound["lo"], bound["hi"]
 
 
 def reading(runs: Sequence[dict]) -> dict:
@@ -88,7 +86,7 @@ def markdown(read: dict) -> str:
               + ("As registered, the main job runs with `--max-staleness 8 --final-anchors skip` by default."
                  if read["holds"] else "As registered, the main job stays synchronous."), "",
               f"Provenance: {sum(bool(x) for x in read['dirty'])} of {len(read['dirty'])} runs dirty.", "",
-              f"Reproduce: `{rerun_command(__spec__.name if __spec__ else 'bench.async_anchors_confirm')}`"]
+              f"Reproduce: `{rerun_command(__spec__.name)}`"]
     return "\n".join(lines) + "\n"
 
 

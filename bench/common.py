@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+from scipy import stats
 
 from wmrl_envs.provenance import provenance
 
@@ -39,6 +40,20 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
         return math.nan, math.nan
     se = float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
     return float(np.mean(values)), se
+
+
+def t_bound(differences: np.ndarray, level: float, side: str) -> dict[str, float]:
+    """Mean of paired differences with its Student t bound: ``lower`` (one-sided at ``level``) or
+    ``two`` (a two-sided ``level`` interval); NaN bounds with fewer than 2 seeds."""
+    d = np.asarray(differences, dtype=float)
+    mean = float(d.mean()) if d.size else math.nan
+    if d.size < 2:
+        return {"mean": mean, "lo": math.nan, "hi": math.nan, "n": int(d.size)}
+    se = float(d.std(ddof=1) / math.sqrt(d.size))
+    if side == "lower":
+        return {"mean": mean, "lo": mean - float(stats.t.ppf(level, d.size - 1)) * se, "hi": math.inf, "n": int(d.size)}
+    half = float(stats.t.ppf(0.5 + level / 2, d.size - 1)) * se
+    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": int(d.size)}
 
 
 def stat(values: Sequence[float]) -> dict[str, float | int]:

@@ -47,10 +47,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from bench.archive import read_runs
-from bench.common import RESULTS, setup_threads, stat, stat_text, write_result
+from bench.common import RESULTS, setup_threads, stat, stat_text, t_bound, write_result
 from bench.oos import SETS
 from bench.registration import differing, digest, run_registered, settings_block
 from bench.speedup import DRAWS, LEVEL, Interval, compute_ratio, compute_to_score, executed_share, score_difference
@@ -195,20 +194,6 @@ def run_one(name: str, memo: ExecutionMemo, current: dict[str, Any], steps: int 
 
 
 # ------------------------------------------------------------------ the endpoints
-def t_bound(differences: np.ndarray, level: float, side: str) -> dict[str, float]:
-    """Mean of paired differences with its Student t bound: ``lower`` (one-sided at ``level``) or
-    ``two`` (a two-sided ``level`` interval); NaN bounds with fewer than 2 seeds."""
-    d = np.asarray(differences, dtype=float)
-    mean = float(d.mean()) if d.size else math.nan
-    if d.size < 2:
-        return {"mean": mean, "lo": math.nan, "hi": math.nan, "n": int(d.size)}
-    se = float(d.std(ddof=1) / math.sqrt(d.size))
-    if side == "lower":
-        return {"mean": mean, "lo": mean - float(stats.t.ppf(level, d.size - 1)) * se, "hi": math.inf, "n": int(d.size)}
-    half = float(stats.t.ppf(0.5 + level / 2, d.size - 1)) * se
-    return {"mean": mean, "lo": mean - half, "hi": mean + half, "n": int(d.size)}
-
-
 def endpoints(runs: Mapping[str, Mapping[int, dict[str, Any]]], analysis: Mapping[str, Any]) -> dict[str, Any] | None:
     """The registered endpoints over the seeds every arm finished (``runs[arm][seed]`` is a run's
     record); None before any seed has all three arms."""
